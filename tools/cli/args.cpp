@@ -1,0 +1,103 @@
+#include "args.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace greta::cli {
+
+namespace {
+const OptionSpec* find_long(std::span<const OptionSpec> specs, std::string_view name) {
+  for (const auto& s : specs)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+const OptionSpec* find_short(std::span<const OptionSpec> specs, std::string_view name) {
+  for (const auto& s : specs)
+    if (s.short_name && name == s.short_name) return &s;
+  return nullptr;
+}
+}  // namespace
+
+Args::Args(int argc, char** argv, std::span<const OptionSpec> specs) {
+  bool options_done = false;
+  for (int i = 0; i < argc; ++i) {
+    std::string_view a = argv[i];
+    if (options_done || a.size() < 2 || a[0] != '-' || (a[1] >= '0' && a[1] <= '9')) {
+      positional_.emplace_back(a);
+      continue;
+    }
+    if (a == "--") {
+      options_done = true;
+      continue;
+    }
+    std::string_view name = a.substr(a[1] == '-' ? 2 : 1);
+    std::string_view inline_value;
+    bool has_inline = false;
+    if (auto eq = name.find('='); eq != std::string_view::npos) {
+      inline_value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_inline = true;
+    }
+    const OptionSpec* spec = a[1] == '-' ? find_long(specs, name) : find_short(specs, name);
+    if (!spec && a[1] != '-') spec = find_long(specs, name);  // "-ctx" is accepted like "--ctx"
+    if (!spec) fail("unknown option '", a, "'");
+    if (spec->takes_value) {
+      if (has_inline) {
+        values_[spec->name] = std::string(inline_value);
+      } else {
+        if (i + 1 >= argc) fail("option '", a, "' needs a value");
+        values_[spec->name] = argv[++i];
+      }
+    } else {
+      if (has_inline) fail("option '", a, "' takes no value");
+      values_[spec->name] = "1";
+    }
+  }
+}
+
+bool Args::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+std::string Args::get(std::string_view name, const std::string& fallback) const {
+  auto it = values_.find(name);
+  return it == values_.end() ? fallback : it->second;
+}
+
+int64_t Args::get_int(std::string_view name, int64_t fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (errno != 0 || end == it->second.c_str() || *end != '\0')
+    fail("option --", name, ": '", it->second, "' is not an integer");
+  return v;
+}
+
+double Args::get_double(std::string_view name, double fallback) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (errno != 0 || end == it->second.c_str() || *end != '\0')
+    fail("option --", name, ": '", it->second, "' is not a number");
+  return v;
+}
+
+void Args::expect_positional(size_t min_count, size_t max_count, std::string_view usage) const {
+  if (positional_.size() < min_count || positional_.size() > max_count) fail("usage: ", usage);
+}
+
+std::string usage_options(std::span<const OptionSpec> specs) {
+  std::string out;
+  for (const auto& s : specs) {
+    out += "  ";
+    out += s.short_name ? cat("-", s.short_name, ", ") : std::string("    ");
+    out += cat("--", s.name, s.takes_value ? " V" : "", "\t", s.help, "\n");
+  }
+  return out;
+}
+
+}  // namespace greta::cli

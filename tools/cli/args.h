@@ -1,0 +1,40 @@
+// Command-line parsing shared by every greta-vk subcommand. Options may come before or after positional arguments
+// ("greta-vk tokenize --no-bos MODEL TEXT" == "greta-vk tokenize MODEL TEXT --no-bos"); "--" ends options.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace greta::cli {
+
+struct OptionSpec {
+  const char* name;        // long name without dashes: "ctx"
+  const char* short_name;  // single letter without dash, or nullptr: "p"
+  bool takes_value;
+  const char* help;
+};
+
+class Args {
+public:
+  // Throws greta::Error naming the option on unknown options, missing values or bad numbers.
+  Args(int argc, char** argv, std::span<const OptionSpec> specs);
+
+  const std::vector<std::string>& positional() const { return positional_; }
+  bool has(std::string_view name) const;
+  std::string get(std::string_view name, const std::string& fallback = "") const;
+  int64_t get_int(std::string_view name, int64_t fallback) const;
+  double get_double(std::string_view name, double fallback) const;
+  // Requires exactly `count` positional arguments, else throws with the usage line.
+  void expect_positional(size_t min_count, size_t max_count, std::string_view usage) const;
+
+private:
+  std::vector<std::string> positional_;
+  std::map<std::string, std::string, std::less<>> values_;
+};
+
+std::string usage_options(std::span<const OptionSpec> specs);
+
+}  // namespace greta::cli
