@@ -28,7 +28,7 @@ esac
 # ---- 1. distribution packages -------------------------------------------------------------------------------------
 COMMON_PKGS=(build-essential cmake ninja-build pkg-config git xz-utils ca-certificates python3
   libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools spirv-tools
-  doctest-dev libpcre2-dev clang)
+  doctest-dev libpcre2-dev liblzma-dev clang)
 if [ "$DISTRO" = ubuntu2404 ]; then
   PKGS=("${COMMON_PKGS[@]}" libvulkan-dev glslang-tools libvulkan-volk-dev libvulkan-memory-allocator-dev)
 else
