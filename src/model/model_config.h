@@ -34,6 +34,8 @@ struct ModelConfig {
   bool qkv_bias = false;      // qwen2: blk.N.attn_{q,k,v}.bias
   bool qk_norm = false;       // qwen3: blk.N.attn_{q,k}_norm.weight (per-head RMSNorm over head_dim)
   bool tied_embeddings = false;  // no output.weight: logits use token_embd.weight
+  bool rope_freq_factors = false;  // rope_freqs.weight [rope_dims/2] present (Llama 3.1-style long-context rope):
+                                   // each rotary frequency is divided by its factor
 
   // Reads and validates the metadata and the tensor shapes it implies; throws greta::Error naming an unsupported
   // architecture, a missing key or a tensor whose shape disagrees.

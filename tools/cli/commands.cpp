@@ -5,6 +5,9 @@ namespace greta::cli {
 // One line per command; keep in the order `greta-vk help` shows them.
 extern const Command k_commands[] = {
     {"devices", "list Vulkan devices and their capabilities", cmd_devices},
+    {"tokenize", "print the token ids of a text under a model's tokenizer", cmd_tokenize},
+    {"info", "describe a GGUF model: architecture, shapes, tensor types, tokenizer, memory", cmd_info},
+    {"synth", "write a random-weight llama/qwen2/qwen3 GGUF of any shape", cmd_synth},
 };
 extern const int k_command_count = sizeof(k_commands) / sizeof(k_commands[0]);
 

@@ -12,5 +12,8 @@ struct Command {
 };
 
 int cmd_devices(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 }  // namespace greta::cli

@@ -1,0 +1,52 @@
+// Synthetic-model generator: writes a random-weight llama / qwen2 / qwen3 GGUF of any shape that llama.cpp and
+// GRETA both load (benchmarks at 7B/8B scale without downloading weights; small models for tests).
+//
+// Weights: every matrix ~ N(0, 0.02) (an Irwin-Hall approximation: fast and bounded), norm weights ~ 1 + U(-0.1, 0.1),
+// Q/K/V biases ~ N(0, 0.02). Each row's values come from its own generator seeded by (seed, tensor, row), so the
+// file is identical whatever the thread count. Tensors are generated, quantized and streamed to disk a chunk of rows
+// at a time: memory stays at a few chunk buffers however large the model.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "model/tensor_types.h"
+
+namespace greta::model {
+
+struct SynthOptions {
+  std::string arch = "llama";  // llama | qwen2 | qwen3
+  int64_t dim = 256;
+  int64_t n_layers = 2;
+  int64_t n_heads = 8;
+  int64_t n_kv_heads = 0;      // 0: n_heads
+  int64_t head_dim = 0;        // 0: dim / n_heads
+  int64_t ffn_dim = 512;
+  int64_t context_length = 4096;
+  float rope_base = 0;         // 0: the architecture's usual (llama 10000, qwen 1e6)
+  bool tied_embeddings = false;
+  // Weight type of every matrix; norms and biases stay F32. `q4_k_m_mix` uses llama.cpp's Q4_K_M mix instead
+  // (Q4_K, with Q6_K for output.weight and for attn_v / ffn_down in the layers llama.cpp gives more bits).
+  GgmlType type = GgmlType::F16;
+  bool q4_k_m_mix = false;
+  uint64_t seed = 1;
+  std::string vocab_from;      // GGUF (or .gguf.xz) whose tokenizer.* metadata is copied; vocab = its token count
+  std::string name;            // general.name; empty: "synth-ARCH-dDIM"
+  int threads = 0;             // 0: all hardware threads
+  std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;  // optional, called between chunks
+};
+
+struct SynthSummary {
+  uint64_t file_bytes = 0;
+  uint64_t n_params = 0;
+  int64_t vocab_size = 0;
+  int n_fallback_tensors = 0;  // matrices whose row length is not a multiple of the type's block: stored as Q8_0/F16
+};
+
+// Parses a --type name: any ggml type name GRETA can quantize ("q4_k", "Q8_0", "f16", ...) or "q4_k_m".
+void parse_synth_type(const std::string& name, SynthOptions& options);
+
+// Validates the options (throws greta::Error naming the bad one) and writes the model to `out_path`.
+SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& options);
+
+}  // namespace greta::model
