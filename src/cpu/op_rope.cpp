@@ -1,0 +1,48 @@
+// Rotary position embedding, in place. For pair i < rope_dims/2 of a head at position p:
+//   theta = p * freq_scale * base^(-2i / rope_dims) / freq_factors[i]     (factors optional: 1)
+//   (a, b) <- (a cos theta - b sin theta, a sin theta + b cos theta)
+// where (a, b) = (x[2i], x[2i+1]) for Adjacent pairing (llama) or (x[i], x[i + rope_dims/2]) for NeoxHalves
+// (qwen2/qwen3). Dimensions from rope_dims to head_dim (partial rotary) pass through. Angles and rotation in fp64.
+#include <cmath>
+#include <vector>
+
+#include "cpu/ops.h"
+
+namespace greta::cpu {
+
+void rope(ThreadPool& pool, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+          int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale, const float* freq_factors) {
+  const int64_t half = rope_dims / 2;
+  // Inverse frequencies are the same for every token: base^(-2i / rope_dims) / factor_i.
+  std::vector<double> inv_freq(static_cast<size_t>(half));
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[size_t(i)] = std::pow(double(base), -2.0 * double(i) / double(rope_dims)) /
+                          (freq_factors ? double(freq_factors[i]) : 1.0);
+  const bool adjacent = pairing == model::RopePairing::Adjacent;
+
+  pool.parallel_for(n_tokens * n_heads, [&](int64_t begin, int64_t end, int) {
+    std::vector<double> cos_t(static_cast<size_t>(half)), sin_t(static_cast<size_t>(half));
+    int64_t cached_token = -1;
+    for (int64_t th = begin; th < end; ++th) {
+      const int64_t t = th / n_heads;
+      if (t != cached_token) {  // angles depend on the token's position only
+        const double p = double(positions[t]) * double(freq_scale);
+        for (int64_t i = 0; i < half; ++i) {
+          cos_t[size_t(i)] = std::cos(p * inv_freq[size_t(i)]);
+          sin_t[size_t(i)] = std::sin(p * inv_freq[size_t(i)]);
+        }
+        cached_token = t;
+      }
+      float* h = x + th * head_dim;
+      for (int64_t i = 0; i < half; ++i) {
+        float* pa = adjacent ? h + 2 * i : h + i;
+        float* pb = adjacent ? h + 2 * i + 1 : h + i + half;
+        const double a = *pa, b = *pb, c = cos_t[size_t(i)], s = sin_t[size_t(i)];
+        *pa = float(a * c - b * s);
+        *pb = float(a * s + b * c);
+      }
+    }
+  }, 4);
+}
+
+}  // namespace greta::cpu

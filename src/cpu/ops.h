@@ -1,0 +1,66 @@
+// The CPU reference kernels, one file per op (op_*.cpp). They take plain pointers so tests can call them directly on
+// random data. Activations are fp32; accumulations that need it (norm sums, softmax sums, attention weighted sums)
+// are fp64. Each kernel splits its outputs into disjoint contiguous ranges across the pool and never reduces across
+// threads, so results are bit-identical for any thread count.
+#pragma once
+#include <cstdint>
+
+#include "cpu/thread_pool.h"
+#include "model/model_config.h"
+#include "model/tensor_types.h"
+
+namespace greta::cpu {
+
+// A weight matrix in its stored format: `rows` rows of `cols` elements, row r at data + r * row_bytes.
+struct WeightView {
+  model::GgmlType type = model::GgmlType::F32;
+  const uint8_t* data = nullptr;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;
+  const uint8_t* row(int64_t r) const { return data + uint64_t(r) * row_bytes; }
+};
+
+// The dot product every matmul uses: 8 fp32 lanes (lane l sums elements l, l+8, ...), folded in a fixed order.
+// One function for decode and prefill, so a token's logits do not depend on how the prompt was batched.
+float dot_f32(const float* a, const float* b, int64_t n);
+
+// out[t, :] = dequantized row tokens[t] of table. Tokens must be < table.rows (checked: throws greta::Error).
+void embed(ThreadPool& pool, const WeightView& table, const int32_t* tokens, int64_t n_tokens, float* out);
+
+// out[r, :] = in[r, :] * weight / sqrt(mean(in[r, :]^2) + eps); out may alias in.
+void rmsnorm(ThreadPool& pool, const float* in, const float* weight, float* out, int64_t rows, int64_t width,
+             float eps);
+
+// out[t, r] = dot(w row r, in[t, :]), t < n_tokens; in is [n_tokens, w.cols], out is [n_tokens, w.rows].
+void matmul(ThreadPool& pool, const WeightView& w, const float* in, float* out, int64_t n_tokens);
+
+// x[r, :] += bias.
+void add_bias(ThreadPool& pool, float* x, const float* bias, int64_t rows, int64_t width);
+
+// In-place rotary embedding; x is [n_tokens, n_heads, head_dim] (see RopeOp in engine/plan.h). freq_factors is
+// [rope_dims / 2] or null (all ones).
+void rope(ThreadPool& pool, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+          int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
+          const float* freq_factors = nullptr);
+
+// cache[positions[t], :] = src[t, :]; positions must lie in [0, ctx) (checked).
+void kv_write(const float* src, float* cache, const int32_t* positions, int64_t n_tokens, int64_t width, int64_t ctx);
+
+struct AttentionArgs {
+  const float* q;          // [n_tokens, n_heads, head_dim]
+  const float* k_cache;    // [ctx, n_kv_heads, head_dim]
+  const float* v_cache;    // [ctx, n_kv_heads, head_dim_v]
+  const int32_t* positions;// [n_tokens]: token t attends to cache rows 0..positions[t]
+  float* out;              // [n_tokens, n_heads, head_dim_v]
+  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v, ctx;
+  float scale;
+};
+void attention(ThreadPool& pool, const AttentionArgs& a);
+
+// out = silu(gate) * up; out may alias gate or up.
+void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);
+
+// x += y.
+void add(ThreadPool& pool, float* x, const float* y, int64_t n);
+
+}  // namespace greta::cpu

@@ -1,0 +1,87 @@
+// The backend interface: everything the engine asks of a compute device. A backend (CPU reference, Vulkan, HIP)
+// implements it without the engine knowing which one it is; the engine never includes a device API header.
+//
+// Life of a model on a backend:
+//   load_weights(table)   once: the GGUF tensors in their native (possibly quantized) format; WeightId = table index.
+//                         A GPU backend uploads them as they are and dequantizes inside its kernels.
+//   prepare(plan)         once per plan shape: allocate the plan's scratch buffers, find or create its persistent
+//                         buffers (the KV cache, shared by every plan by name), compile/record whatever it wants.
+//   execute(prepared, s)  every step: write the step input (tokens, positions) and run the ops in order.
+//   read(prepared, ...)   fetch results (the logits buffer; any buffer in verify mode).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/plan.h"
+#include "model/tensor_types.h"
+
+namespace greta::engine {
+
+// One weight tensor as stored in the file: `rows` rows of `cols` elements of `type`, row-major, rows packed
+// back to back (row_bytes(type, cols) each). `data` points into the memory-mapped GGUF file, which outlives the
+// backend's use of it (the Engine owns both); a backend may keep the pointer or copy the bytes.
+struct WeightDesc {
+  std::string name;  // "blk.0.attn_q.weight"
+  model::GgmlType type = model::GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  const void* data = nullptr;
+  uint64_t bytes = 0;
+};
+
+// A plan made ready on one backend. Backends derive from it to keep their buffers and recorded work.
+class PreparedPlan {
+public:
+  explicit PreparedPlan(Plan plan) : plan_(std::move(plan)), op_seconds_(plan_.ops.size(), 0.0) {}
+  virtual ~PreparedPlan() = default;
+  PreparedPlan(const PreparedPlan&) = delete;
+  PreparedPlan& operator=(const PreparedPlan&) = delete;
+
+  const Plan& plan() const { return plan_; }
+  // Accumulated seconds per op (index = op index) while the backend's profiling is on; zeros otherwise.
+  const std::vector<double>& op_seconds() const { return op_seconds_; }
+  std::vector<double>& mutable_op_seconds() { return op_seconds_; }
+
+private:
+  Plan plan_;
+  std::vector<double> op_seconds_;
+};
+
+struct OpRange {
+  size_t begin = 0, end = 0;  // [begin, end) op indices
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+
+  virtual std::string name() const = 0;  // "cpu (2 threads)", "vulkan: NVIDIA H100"
+  // Bytes the backend can hold (weights + buffers + KV cache): the engine caps the context by it.
+  virtual uint64_t memory_capacity() const = 0;
+
+  // Called once, before any prepare(). WeightId i refers to weights[i].
+  virtual void load_weights(std::span<const WeightDesc> weights) = 0;
+
+  virtual std::unique_ptr<PreparedPlan> prepare(const Plan& plan) = 0;
+
+  // Runs ops [range.begin, range.end) of the plan for this step (verify mode runs one op at a time; the engine runs
+  // them all). The step input must match the plan: tokens.size() == n_tokens, start_pos + n_tokens <= ctx, every
+  // token < vocab (the engine checks these and reports user errors before calling).
+  virtual void execute(PreparedPlan& plan, const StepInput& step, OpRange range) = 0;
+  void execute(PreparedPlan& plan, const StepInput& step) { execute(plan, step, {0, plan.plan().ops.size()}); }
+
+  // Copy elements [offset, offset + dst.size()) of an F32 buffer out of / into the backend.
+  virtual void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) = 0;
+  virtual void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) = 0;
+
+  // Per-op timing into PreparedPlan::op_seconds (a GPU backend uses timestamps). Off by default.
+  virtual void set_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
+
+protected:
+  bool profiling_ = false;
+};
+
+}  // namespace greta::engine
