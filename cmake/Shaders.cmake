@@ -14,6 +14,8 @@ set(GRETA_SHADER_OUT "${CMAKE_BINARY_DIR}/shaders")
 set(GRETA_GENERATED_DIR "${CMAKE_BINARY_DIR}/generated")
 set(GRETA_SPIRV_ENV vulkan1.2)
 file(MAKE_DIRECTORY "${GRETA_SHADER_OUT}" "${GRETA_GENERATED_DIR}/vk")
+# Shared GLSL includes (*.glsl): every variant is rebuilt when one changes.
+file(GLOB GRETA_SHADER_COMMON_HEADERS CONFIGURE_DEPENDS "${GRETA_SHADER_DIR}/*.glsl")
 
 # --- configure-time probe: can glslang compile GL_KHR_cooperative_matrix, and does spirv-val know it? -------------
 set(_probe_src "${CMAKE_SOURCE_DIR}/cmake/probe_coopmat.comp")

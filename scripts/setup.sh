@@ -82,7 +82,12 @@ if [ "$DISTRO" = debian12 ]; then
   fi
 fi
 
-# ---- 3. configure, build, run -------------------------------------------------------------------------------------
+# ---- 3. HIP toolchain (clang-19 + ROCm device libraries) for the HIP plugin ---------------------------------------
+if [ -f "$ROOT/scripts/setup_hip.sh" ] && [ -z "${GRETA_NO_HIP:-}" ]; then
+  DEPS="$DEPS" DISTRO="$DISTRO" bash "$ROOT/scripts/setup_hip.sh"
+fi
+
+# ---- 4. configure, build, run -------------------------------------------------------------------------------------
 log "configuring and building ($BUILD_TYPE) in build/"
 cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null
 cmake --build "$ROOT/build" -j"$(nproc)"

@@ -1,3 +1,34 @@
 # Every shader variant GRETA builds: greta_add_shader(ID SOURCE [DEFINES ...] [REQUIRES coopmat]).
 # IDs become greta::vk::ShaderId enumerators (build/generated/vk/shader_ids.h).
+# DEFINES choose types and extensions only; workgroup sizes and tiles are specialization constants.
+
+# Runtime tests and benchmarks.
 greta_add_shader(fill_u32 fill.comp)
+greta_add_shader(copy_u32 copy.comp DEFINES ELEM=uint)
+greta_add_shader(copy_u32x4 copy.comp DEFINES ELEM=uvec4)
+greta_add_shader(add_f32 add.comp DEFINES T=float)
+greta_add_shader(add_f16 add.comp DEFINES T=float16_t FLOAT16)
+greta_add_shader(coopmat_tile_f16_f32 coopmat_tile.comp REQUIRES coopmat)
+
+# Weight-format decoders (shaders/dequant.glsl) and their per-type test variants (dequant_rows_<type>).
+include(${CMAKE_CURRENT_LIST_DIR}/dequant.cmake)
+
+# The forward pass (src/vk/backend/op_*.cpp), f32 activations.
+greta_add_shader(rmsnorm_f32 rmsnorm.comp)
+greta_add_shader(rope_f32 rope.comp)
+greta_add_shader(kv_write_f32 kv_write.comp)
+greta_add_shader(attention_f32 attention.comp)
+greta_add_shader(swiglu_f32 swiglu.comp)
+greta_add_shader(add_inplace_f32 add_inplace.comp)
+greta_add_shader(add_bias_f32 add_bias.comp)
+
+# Ops that read weights: one variant per weight type, the type chosen by WTYPE_<T> (dequant.glsl). The host maps a
+# GgmlType to these IDs in src/vk/backend/weight_shaders.cpp.
+set(GRETA_WEIGHT_TYPES f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
+foreach(t IN LISTS GRETA_WEIGHT_TYPES)
+  string(TOUPPER "${t}" T)
+  greta_add_shader(embed_${t} embed.comp DEFINES WTYPE_${T})
+  greta_add_shader(matvec_${t} matvec.comp DEFINES WTYPE_${T})
+  greta_add_shader(matmul_tiled_${t} matmul_tiled.comp DEFINES WTYPE_${T})
+  greta_add_shader(matmul_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} REQUIRES coopmat)
+endforeach()

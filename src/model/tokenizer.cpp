@@ -38,6 +38,9 @@ struct Tokenizer::Impl {
   // Applies llama.cpp's defaults, metadata overrides and text-based fix-ups to the special tokens, in its order.
   void set_up_special_tokens(const TokenizerVocab& v);
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
+  // Token ids of partitioned text (raw fragments index into `text`).
+  std::vector<TokenId> encode_fragments(std::string_view text, const std::vector<Fragment>& fragments,
+                                        bool add_special) const;
   std::string piece(TokenId id, bool render_special) const;
   const TokenEntry& entry(TokenId id) const {
     if (id < 0 || id >= table.size()) fail("token id ", id, " is outside the vocabulary (", table.size(), " tokens)");
@@ -304,9 +307,37 @@ std::vector<Tokenizer::Impl::Fragment> Tokenizer::Impl::partition(std::string_vi
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  const Impl& t = *impl_;
+  return impl_->encode_fragments(text, impl_->partition(text, parse_special), add_special);
+}
+
+std::vector<TokenId> Tokenizer::encode_segments(const std::vector<Segment>& segments, bool add_special) const {
+  std::string text;
+  for (const Segment& s : segments) text.append(s.text);
+  // Each segment is partitioned on its own; raw fragments that touch across a boundary are joined again so that the
+  // text is tokenized exactly as if it had been one string.
+  std::vector<Impl::Fragment> fragments;
+  size_t base = 0;
+  for (const Segment& s : segments) {
+    for (Impl::Fragment f : impl_->partition(s.text, s.parse_special)) {
+      if (f.token < 0) {
+        f.offset += base;
+        if (!fragments.empty() && fragments.back().token < 0 &&
+            fragments.back().offset + fragments.back().length == f.offset) {
+          fragments.back().length += f.length;
+          continue;
+        }
+      }
+      fragments.push_back(f);
+    }
+    base += s.text.size();
+  }
+  return impl_->encode_fragments(text, fragments, add_special);
+}
+
+std::vector<TokenId> Tokenizer::Impl::encode_fragments(std::string_view text, const std::vector<Fragment>& fragments,
+                                                       bool add_special) const {
+  const Impl& t = *this;
   std::vector<TokenId> out;
-  const auto fragments = t.partition(text, parse_special);
   if (add_special && t.add_bos) out.push_back(t.bos);
   if (t.is_spm) {
     // A space is prepended to the text at the start and after every special token (add_space_prefix).

@@ -46,6 +46,14 @@ public:
   // fallback, and becomes U+FFFD before BPE's pre-tokenizer.
   // Ids throw greta::Error when out of range in every function below that takes one (is_* just answer false).
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special = false) const;
+  // The same for a text given in segments that differ in whether special-token text is recognised (a chat template's
+  // markup: yes; the user's message inside it: no). The segments are tokenized as their concatenation would be:
+  // raw text is not split at segment boundaries, so encode_segments({{t, p}}) == encode(t, add_special, p).
+  struct Segment {
+    std::string_view text;
+    bool parse_special = false;
+  };
+  std::vector<TokenId> encode_segments(const std::vector<Segment>& segments, bool add_special) const;
   // Bytes of one token as it appears in the output text (SPM: "▁" -> " ", <0xNN> -> byte; BPE: byte-level decode).
   // Control tokens decode to "" unless `render_special`.
   std::string token_to_piece(TokenId id, bool render_special = false) const;

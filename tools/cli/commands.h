@@ -15,5 +15,9 @@ int cmd_devices(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_run(int argc, char** argv);
+int cmd_chat(int argc, char** argv);
+int cmd_logits(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 }  // namespace greta::cli

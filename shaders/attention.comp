@@ -1,0 +1,96 @@
+#version 450
+// Causal attention over the KV cache in flash-attention form (online softmax: no [n x n] scores in memory), for
+// prefill and decode alike. One workgroup per (token t, query head h) (grid-stride); KV head g = h / (n_heads /
+// n_kv_heads) (GQA; MQA when n_kv_heads = 1). The keys 0..positions[t] are visited in blocks of WG (spec constant 0,
+// a power of two): invocation j scores key j0 + j, the block's max and sum are reduced in shared memory, the running
+// max m and denominator l are rescaled by exp(m_old - m_new), and invocation d accumulates output dimensions
+// d, d + WG, ... (head_dim_v <= 4 * WG, checked by the host) over the block's keys.
+// Layouts: q [n_tokens, n_heads, head_dim], k_cache [ctx, n_kv_heads, head_dim], v_cache [ctx, n_kv_heads,
+// head_dim_v], out [n_tokens, n_heads, head_dim_v], all f32.
+layout(local_size_x_id = 0) in;
+layout(binding = 0) readonly buffer Q { float q[]; };
+layout(binding = 1) readonly buffer K { float k_cache[]; };
+layout(binding = 2) readonly buffer V { float v_cache[]; };
+layout(binding = 3) readonly buffer Positions { int positions[]; };
+layout(binding = 4) writeonly buffer Out { float o[]; };
+layout(push_constant) uniform Push {
+  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale;
+} pc;
+
+const uint MAX_HEAD_DIM = 512;
+const uint DIMS_PER_INVOCATION = 4;
+shared float qs[MAX_HEAD_DIM];
+shared float probs[gl_WorkGroupSize.x];
+shared float red[gl_WorkGroupSize.x];
+
+float reduce_max(float v) {
+  const uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+    if (tid < s) red[tid] = max(red[tid], red[tid + s]);
+    barrier();
+  }
+  const float r = red[0];
+  barrier();
+  return r;
+}
+
+float reduce_sum(float v) {
+  const uint tid = gl_LocalInvocationID.x;
+  red[tid] = v;
+  barrier();
+  for (uint s = gl_WorkGroupSize.x / 2; s > 0; s >>= 1) {
+    if (tid < s) red[tid] += red[tid + s];
+    barrier();
+  }
+  const float r = red[0];
+  barrier();
+  return r;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint group = pc.n_heads / pc.n_kv_heads;
+  const uint k_stride = pc.n_kv_heads * pc.head_dim, v_stride = pc.n_kv_heads * pc.head_dim_v;
+  for (uint th = gl_WorkGroupID.x; th < pc.n_tokens * pc.n_heads; th += gl_NumWorkGroups.x) {
+    const uint t = th / pc.n_heads, h = th - t * pc.n_heads, g = h / group;
+    const uint len = uint(positions[t]) + 1;
+    for (uint i = tid; i < pc.head_dim; i += wg) qs[i] = q[th * pc.head_dim + i];
+    barrier();
+
+    float m = -1.0 / 0.0, l = 0.0;
+    float acc[DIMS_PER_INVOCATION];
+    for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) acc[i] = 0.0;
+    for (uint j0 = 0; j0 < len; j0 += wg) {
+      const uint j = j0 + tid;
+      float s = -1.0 / 0.0;
+      if (j < len) {
+        const uint kb = j * k_stride + g * pc.head_dim;
+        float dot_qk = 0.0;
+        for (uint i = 0; i < pc.head_dim; ++i) dot_qk += qs[i] * k_cache[kb + i];
+        s = dot_qk * pc.scale;
+      }
+      const float m_new = max(m, reduce_max(s));
+      const float p = j < len ? exp(s - m_new) : 0.0;
+      probs[tid] = p;
+      const float correction = exp(m - m_new);  // 0 on the first block (m = -inf)
+      l = l * correction + reduce_sum(p);        // reduce_sum's barriers also publish probs[]
+      m = m_new;
+      const uint block = min(wg, len - j0);
+      for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
+        const uint d = tid + i * wg;
+        if (d >= pc.head_dim_v) break;
+        float a = acc[i] * correction;
+        for (uint jj = 0; jj < block; ++jj) a += probs[jj] * v_cache[(j0 + jj) * v_stride + g * pc.head_dim_v + d];
+        acc[i] = a;
+      }
+      barrier();  // probs[] is rewritten by the next block
+    }
+    for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
+      const uint d = tid + i * wg;
+      if (d < pc.head_dim_v) o[th * pc.head_dim_v + d] = acc[i] / l;
+    }
+    barrier();  // qs[] is rewritten by the next (token, head)
+  }
+}

@@ -1,0 +1,15 @@
+# dequant_rows_<type>: shaders/dequant_rows.comp (utility/test kernel over the decoders in shaders/dequant.glsl),
+# one variant per GGUF weight type. Included from shaders/shaders.cmake.
+greta_add_shader(dequant_rows_f32 dequant_rows.comp DEFINES WTYPE_F32)
+greta_add_shader(dequant_rows_f16 dequant_rows.comp DEFINES WTYPE_F16)
+greta_add_shader(dequant_rows_bf16 dequant_rows.comp DEFINES WTYPE_BF16)
+greta_add_shader(dequant_rows_q4_0 dequant_rows.comp DEFINES WTYPE_Q4_0)
+greta_add_shader(dequant_rows_q4_1 dequant_rows.comp DEFINES WTYPE_Q4_1)
+greta_add_shader(dequant_rows_q5_0 dequant_rows.comp DEFINES WTYPE_Q5_0)
+greta_add_shader(dequant_rows_q5_1 dequant_rows.comp DEFINES WTYPE_Q5_1)
+greta_add_shader(dequant_rows_q8_0 dequant_rows.comp DEFINES WTYPE_Q8_0)
+greta_add_shader(dequant_rows_q2_k dequant_rows.comp DEFINES WTYPE_Q2_K)
+greta_add_shader(dequant_rows_q3_k dequant_rows.comp DEFINES WTYPE_Q3_K)
+greta_add_shader(dequant_rows_q4_k dequant_rows.comp DEFINES WTYPE_Q4_K)
+greta_add_shader(dequant_rows_q5_k dequant_rows.comp DEFINES WTYPE_Q5_K)
+greta_add_shader(dequant_rows_q6_k dequant_rows.comp DEFINES WTYPE_Q6_K)

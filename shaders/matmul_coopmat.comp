@@ -1,0 +1,87 @@
+#version 450
+// Matrix-matrix product on cooperative matrices (VK_KHR_cooperative_matrix, 16x16x16 f16 x f16 -> f32) for one
+// weight type (WTYPE_*): the same contract as matmul_tiled.comp,
+//   y[t, out_row0 + r] = dot(weight row r, x[t, :])   C[M=tokens, N=rows] = X[M, K] * W[N, K]^T, K % 4 == 0.
+//
+// Tiling: a workgroup of 4 subgroups (local size = 4 x the subgroup size, spec constant 0; the host pins the
+// subgroup size and requires full subgroups) computes a 64 x 64 tile of C; subgroup s owns the 32 x 32 quarter
+// (s / 2, s % 2) as 2 x 2 accumulator fragments. K advances in steps of BK = 32: X[64, 32] (converted to f16) and the
+// dequantized W[64, 32] (f16) are staged in shared memory, both row-major by their M / N index with a padded stride
+// LDS, so W's tile read column-major is exactly B = W^T [K, N]. Results go through a per-subgroup 16 x 16 f32
+// staging tile so that partial tiles at the matrix edges are written with bounds checks.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x_id = 0) in;
+layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push {
+  uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
+} pc;
+#include "dequant.glsl"
+
+const uint BM = 64, BN = 64, BK = 32;
+const uint LDS = BK + 8;  // f16 elements per staged row: 80 bytes, keeps fragment loads 16-byte aligned
+shared float16_t xs[BM * LDS];
+shared float16_t ws[BN * LDS];
+shared float cs[4 * 256];
+
+#define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
+#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
+#define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint sg = gl_SubgroupID, sm = sg / 2, sn = sg % 2;
+  const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+  FRAG_C acc[2][2];
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 2; ++j) acc[i][j] = FRAG_C(0.0);
+
+  for (uint k0 = 0; k0 < pc.cols; k0 += BK) {
+    for (uint item = tid; item < BN * (BK / 4); item += wg) {
+      const uint n = item / (BK / 4), kk = (item % (BK / 4)) * 4;
+      vec4 v = vec4(0.0);
+      if (n0 + n < pc.rows && k0 + kk < pc.cols) v = dequant4((n0 + n) * pc.row_bytes, k0 + kk);
+      const uint at = n * LDS + kk;
+      ws[at] = float16_t(v.x); ws[at + 1] = float16_t(v.y); ws[at + 2] = float16_t(v.z); ws[at + 3] = float16_t(v.w);
+    }
+    for (uint item = tid; item < BM * (BK / 4); item += wg) {
+      const uint m = item / (BK / 4), kk = (item % (BK / 4)) * 4;
+      vec4 v = vec4(0.0);
+      if (m0 + m < pc.n_tokens && k0 + kk < pc.cols) {
+        const uint src = (m0 + m) * pc.cols + k0 + kk;
+        v = vec4(x[src], x[src + 1], x[src + 2], x[src + 3]);
+      }
+      const uint at = m * LDS + kk;
+      xs[at] = float16_t(v.x); xs[at + 1] = float16_t(v.y); xs[at + 2] = float16_t(v.z); xs[at + 3] = float16_t(v.w);
+    }
+    barrier();
+    for (uint ks = 0; ks < BK; ks += 16) {
+      FRAG_A a[2];
+      FRAG_B b[2];
+      for (uint i = 0; i < 2; ++i)
+        coopMatLoad(a[i], xs, (sm * 32 + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
+      for (uint j = 0; j < 2; ++j)
+        coopMatLoad(b[j], ws, (sn * 32 + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+      for (uint i = 0; i < 2; ++i)
+        for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+    }
+    barrier();
+  }
+
+  for (uint i = 0; i < 2; ++i)
+    for (uint j = 0; j < 2; ++j) {
+      coopMatStore(acc[i][j], cs, sg * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+      subgroupMemoryBarrierShared();
+      subgroupBarrier();
+      for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {
+        const uint m = m0 + sm * 32 + i * 16 + e / 16, n = n0 + sn * 32 + j * 16 + e % 16;
+        if (m < pc.n_tokens && n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = cs[sg * 256 + e];
+      }
+      subgroupBarrier();
+    }
+}

@@ -1,0 +1,71 @@
+#version 450
+// Tiled matrix-matrix product for one weight type (WTYPE_*), the prefill path without cooperative matrices:
+//   y[t, out_row0 + r] = dot(weight row r, x[t, :])   for t < n_tokens, r < rows (one bound weight chunk).
+// In GEMM terms C[M=tokens, N=rows] = X[M, K] * W[N, K]^T with K = cols (a multiple of 4; the host uses the matvec
+// path otherwise).
+//
+// Tiling: a workgroup computes a BM x BN tile of C (spec constants 1, 2; BM/4 * BN/4 must equal the workgroup size,
+// spec constant 0), walking K in steps of BK (spec constant 3, a multiple of 4). Each step stages X[BM, BK] and the
+// dequantized W[BN, BK] in shared memory, k-major (xs[k][m], ws[k][n]) so the inner loop reads 4 consecutive m and
+// 4 consecutive n; each invocation accumulates a 4 x 4 block of C in registers. Workgroup (x, y) = (row tile,
+// token tile).
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint BK = 16;
+layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push {
+  uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
+} pc;
+#include "dequant.glsl"
+
+const uint TM = 4, TN = 4;
+shared float xs[BK * BM];
+shared float ws[BK * BN];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+  const uint tn = tid % (BN / TN), tm = tid / (BN / TN);
+  float acc[TM][TN];
+  for (uint i = 0; i < TM; ++i)
+    for (uint j = 0; j < TN; ++j) acc[i][j] = 0.0;
+
+  for (uint k0 = 0; k0 < pc.cols; k0 += BK) {
+    // Stage W: BN rows x BK/4 groups of 4.
+    for (uint item = tid; item < BN * (BK / 4); item += wg) {
+      const uint n = item / (BK / 4), kk = (item % (BK / 4)) * 4;
+      vec4 v = vec4(0.0);
+      if (n0 + n < pc.rows && k0 + kk < pc.cols) v = dequant4((n0 + n) * pc.row_bytes, k0 + kk);
+      ws[(kk + 0) * BN + n] = v.x;
+      ws[(kk + 1) * BN + n] = v.y;
+      ws[(kk + 2) * BN + n] = v.z;
+      ws[(kk + 3) * BN + n] = v.w;
+    }
+    // Stage X: BM tokens x BK columns.
+    for (uint item = tid; item < BM * BK; item += wg) {
+      const uint m = item / BK, kk = item % BK;
+      xs[kk * BM + m] = (m0 + m < pc.n_tokens && k0 + kk < pc.cols) ? x[(m0 + m) * pc.cols + k0 + kk] : 0.0;
+    }
+    barrier();
+    for (uint kk = 0; kk < BK; ++kk) {
+      float a[TM], b[TN];
+      for (uint i = 0; i < TM; ++i) a[i] = xs[kk * BM + tm * TM + i];
+      for (uint j = 0; j < TN; ++j) b[j] = ws[kk * BN + tn * TN + j];
+      for (uint i = 0; i < TM; ++i)
+        for (uint j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+    }
+    barrier();
+  }
+  for (uint i = 0; i < TM; ++i) {
+    const uint m = m0 + tm * TM + i;
+    if (m >= pc.n_tokens) continue;
+    for (uint j = 0; j < TN; ++j) {
+      const uint n = n0 + tn * TN + j;
+      if (n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = acc[i][j];
+    }
+  }
+}

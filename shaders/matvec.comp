@@ -1,0 +1,55 @@
+#version 450
+// Matrix-vector products for one weight type (WTYPE_*): y[t, out_row0 + r] = dot(weight row r, x[t, :]) for the
+// `rows` rows bound at binding 0 (one chunk of a possibly split weight) and every token t < n_tokens
+// (gl_WorkGroupID.y). The decode path: bandwidth-bound, each weight byte is read once per token.
+//
+// Work split: a workgroup of WG invocations (spec constant 0, a multiple of the subgroup size) owns ROWS consecutive
+// rows (spec constant 1, <= 8); every invocation walks the row in groups of 4 elements (dequant4) with a stride of
+// 4 * WG, keeping one partial sum per row; partial sums are reduced with subgroupAdd, then across subgroups through
+// shared memory. Row groups are a grid-stride loop, so any row count fits the device's group-count limit.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ROWS = 2;
+layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+layout(binding = 1) readonly buffer X { float x[]; };
+layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Push { uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; } pc;
+#include "dequant.glsl"
+
+const uint MAX_ROWS = 8;
+const uint MAX_SUBGROUPS = 64;
+shared float partial[MAX_ROWS * MAX_SUBGROUPS];
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint t = gl_WorkGroupID.y;
+  const uint x_base = t * pc.cols;
+  const uint cols4 = pc.cols & ~3u;
+  const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
+  for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
+    const uint row0 = rg * ROWS;
+    float acc[MAX_ROWS];
+    for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+    for (uint e = tid * 4; e < cols4; e += wg * 4) {
+      const vec4 xv = vec4(x[x_base + e], x[x_base + e + 1], x[x_base + e + 2], x[x_base + e + 3]);
+      for (uint r = 0; r < ROWS; ++r)
+        if (row0 + r < pc.rows) acc[r] += dot(dequant4((row0 + r) * pc.row_bytes, e), xv);
+    }
+    for (uint e = cols4 + tid; e < pc.cols; e += wg)  // tails exist only for f32/f16/bf16 rows
+      for (uint r = 0; r < ROWS; ++r)
+        if (row0 + r < pc.rows) acc[r] += dequant1((row0 + r) * pc.row_bytes, e) * x[x_base + e];
+    for (uint r = 0; r < ROWS; ++r) {
+      const float s = subgroupAdd(acc[r]);
+      if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = s;
+    }
+    barrier();
+    if (tid < ROWS && row0 + tid < pc.rows) {
+      float s = 0.0;
+      for (uint i = 0; i < gl_NumSubgroups; ++i) s += partial[tid * MAX_SUBGROUPS + i];
+      y[t * pc.out_stride + pc.out_row0 + row0 + tid] = s;
+    }
+    barrier();  // partial[] is reused by the next row group
+  }
+}

@@ -1,0 +1,51 @@
+// OpCase: a hand-built plan of a few ops with its own weights and inputs, run on any backend. The building block of
+// the per-op tests (tests/vk/vk_ops_test.cpp: every kernel against the CPU reference) and the kernel benchmarks
+// (tools/bench/vk_*_bench: validate on the CPU, then time on the device with the backend's GPU timestamps).
+//
+//   OpCase c(/*n_tokens=*/5, /*ctx=*/8);
+//   BufferId x = c.input("x", 5 * 256, /*seed=*/1);
+//   WeightId w = c.weight("w", GgmlType::Q4_0, 37, 256, /*seed=*/2);
+//   BufferId y = c.output("y", 5 * 37);
+//   c.add("matmul", MatMulOp{x, y, w, 5, 256, 37});
+//   auto prepared = c.load_and_prepare(backend);  c.run(backend, *prepared);  c.read(backend, *prepared, y);
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/plan.h"
+#include "model/tensor_types.h"
+
+namespace greta::engine {
+
+struct OpCase {
+  Plan plan;
+  std::vector<WeightDesc> weights;
+  std::vector<std::vector<uint8_t>> weight_bytes;  // storage behind weights[i].data
+  std::map<BufferId, std::vector<float>> inputs;   // written into the backend before each run
+  std::vector<int32_t> tokens;                     // the step's token ids (n_tokens)
+  int64_t start_pos = 0;                           // the step's first position
+
+  OpCase(int64_t n_tokens, int64_t ctx);
+
+  // A scratch input of uniform random values in [-scale, scale).
+  BufferId input(const std::string& name, int64_t elems, uint32_t seed, float scale = 1.f);
+  BufferId output(const std::string& name, int64_t elems);
+  // A [rows, cols] weight of `type`: uniform random floats in [lo, hi) encoded with the reference quantizer.
+  WeightId weight(const std::string& name, model::GgmlType type, int64_t rows, int64_t cols, uint32_t seed,
+                  float lo = -1.f, float hi = 1.f);
+  void add(std::string label, OpVariant op);
+
+  // Loads the weights into a fresh backend and prepares the plan.
+  std::unique_ptr<PreparedPlan> load_and_prepare(Backend& backend);
+  // Writes the inputs and runs one step.
+  void run(Backend& backend, PreparedPlan& prepared);
+  std::vector<float> read(Backend& backend, PreparedPlan& prepared, BufferId buffer);
+  // All three: a fresh backend in, the contents of `out` back.
+  std::vector<float> run_once(Backend& backend, BufferId out);
+};
+
+}  // namespace greta::engine

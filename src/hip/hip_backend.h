@@ -1,0 +1,74 @@
+// The HIP backend: engine::Backend on one HIP device (or, in the nvcc build, one CUDA device through gpu_api.h).
+//
+//   load_weights  matrices are uploaded in their stored format (quantized blocks as they are in the file) through two
+//                 pinned staging buffers; 1-row weights (norms, biases, rope factors) are decoded to fp32 on the host
+//   prepare       every plan buffer from the device memory pool; the KV cache (persistent buffers) shared by name
+//                 across plans; scratch for the GEMM's fp16 activations and the split-K attention partials
+//   execute       the step input goes up through pinned memory, then the ops run on one stream. A full-range step
+//                 without profiling is captured once into a graph and replayed on later steps (kernels read
+//                 positions from the device, grids depend only on the plan's shape, so the graph stays valid);
+//                 profiling and verify mode (single ops) launch the kernels directly, profiling between events
+//   read / write  synchronous copies of F32 buffer ranges
+// Kernel choice: matmul with n_tokens <= kMatvecTokens uses the fp32 matvec, larger batches the matrix-core GEMM;
+// attention with >= 16 tokens uses flash attention on matrix cores, fewer the fp32 split-K kernel.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "hip/device.h"
+#include "hip/kernels.h"
+
+namespace greta::hip {
+
+struct HipBackendOptions {
+  int device = 0;
+  bool use_graphs = true;  // GRETA_HIP_NO_GRAPHS=1 in the environment turns them off
+};
+
+class HipPlan;
+
+class HipBackend : public engine::Backend {
+public:
+  explicit HipBackend(const HipBackendOptions& options = {});
+  ~HipBackend() override;
+
+  std::string name() const override;
+  uint64_t memory_capacity() const override;
+  void load_weights(std::span<const engine::WeightDesc> weights) override;
+  std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override;
+  void execute(engine::PreparedPlan& plan, const engine::StepInput& step, engine::OpRange range) override;
+  using engine::Backend::execute;
+  void read(engine::PreparedPlan& plan, engine::BufferId buffer, int64_t offset, std::span<float> dst) override;
+  void write(engine::PreparedPlan& plan, engine::BufferId buffer, int64_t offset, std::span<const float> src) override;
+
+  const DeviceProps& device() const { return props_; }
+
+private:
+  struct Weight {
+    DeviceWeight view;                    // matrices: stored format
+    std::unique_ptr<PoolBuffer> memory;
+    std::unique_ptr<PoolBuffer> vector;   // 1-row weights: fp32 copy
+  };
+
+  void run_op(HipPlan& plan, const engine::PlanOp& op);
+  const Weight& weight(engine::WeightId id) const;
+  const float* vector_weight(engine::WeightId id) const;
+  void upload(uint8_t* dst, const void* src, size_t bytes);
+
+  HipBackendOptions options_;
+  DeviceProps props_;
+  LaunchCtx ctx_;
+  // Declaration order is destruction order in reverse: buffers return to the pool before it is destroyed, and the
+  // pool is destroyed before the stream.
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<MemoryPool> pool_;
+  std::vector<Weight> weights_;
+  std::map<std::string, std::shared_ptr<PoolBuffer>> persistent_;  // KV cache by buffer name
+  std::unique_ptr<PinnedMemory> staging_[2];
+  std::unique_ptr<Event> staging_done_[2];
+};
+
+}  // namespace greta::hip

@@ -1,0 +1,171 @@
+// Memory-bound kernels of the HIP backend: embedding lookup (any weight type), RMSNorm, bias, SwiGLU, residual add,
+// RoPE, KV-cache write. Each mirrors src/cpu/op_*.cpp; precision notes where they differ:
+//   - RMSNorm sums squares in fp32 (the CPU in fp64): a relative difference of ~1e-7 on the scale.
+//   - RoPE computes angles, cos and sin in fp64 like the CPU (positions times frequencies reach 1e5 rad, where
+//     fp32 angles would be off by ~1e-2).
+#include <cmath>
+
+#include "hip/dequant.h"
+#include "hip/launch_util.h"
+
+namespace greta::hip {
+namespace {
+
+constexpr int kThreads = 256;  // a multiple of both wave sizes
+
+// One thread per group of 16 output values; grid (groups, tokens).
+template <WType W>
+__global__ void __launch_bounds__(kThreads) embed_kernel(const uint8_t* table, uint64_t row_bytes, int64_t rows,
+                                                         int64_t dim, const int32_t* tokens, float* out) {
+  const int64_t t = blockIdx.y, g = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t k0 = g * 16;
+  if (k0 >= dim) return;
+  const int32_t id = tokens[t];
+  float v[16];
+  if (id >= 0 && id < rows)
+    dequant_group16<W>(table + uint64_t(id) * row_bytes, k0, dim, v);
+  else
+    for (int j = 0; j < 16; ++j) v[j] = 0.f;
+  float* o = out + t * dim + k0;
+  for (int j = 0; j < 16 && k0 + j < dim; ++j) o[j] = v[j];
+}
+
+// Block-wide sum through LDS (kThreads threads).
+__device__ float block_sum(float v, float* scratch) {
+  v = wave_sum(v);
+  if (lane_id() == 0) scratch[wave_id()] = v;
+  __syncthreads();
+  float total = 0.f;
+  for (int w = 0; w < kThreads / kWave; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+__global__ void __launch_bounds__(kThreads) rmsnorm_kernel(const float* in, const float* weight, float* out,
+                                                           int64_t width, float eps) {
+  __shared__ float scratch[kThreads / 32];
+  const float* x = in + int64_t(blockIdx.x) * width;
+  float* y = out + int64_t(blockIdx.x) * width;
+  float sum = 0.f;
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) sum += x[i] * x[i];
+  sum = block_sum(sum, scratch);
+  const float scale = 1.f / sqrtf(sum / float(width) + eps);
+  for (int64_t i = threadIdx.x; i < width; i += kThreads) y[i] = (x[i] * scale) * weight[i];
+}
+
+__global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64_t width) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < rows * width) x[i] += bias[i % width];
+}
+
+__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  out[i] = (g / (1.f + expf(-g))) * up[i];
+}
+
+__global__ void add_kernel(float* x, const float* y, int64_t n) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i < n) x[i] += y[i];
+}
+
+// One thread per rotated pair: i = (t * n_heads + h) * half + pair.
+__global__ void rope_kernel(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
+                            int64_t rope_dims, bool adjacent, float base, float freq_scale,
+                            const float* freq_factors) {
+  const int64_t half = rope_dims / 2;
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= n_tokens * n_heads * half) return;
+  const int64_t pair = i % half, th = i / half, t = th / n_heads;
+  const double inv_freq = pow(double(base), -2.0 * double(pair) / double(rope_dims)) /
+                          (freq_factors ? double(freq_factors[pair]) : 1.0);
+  const double theta = double(positions[t]) * double(freq_scale) * inv_freq;
+  double s, c;
+  sincos(theta, &s, &c);
+  float* h = x + th * head_dim;
+  float* pa = adjacent ? h + 2 * pair : h + pair;
+  float* pb = adjacent ? h + 2 * pair + 1 : h + pair + half;
+  const double a = *pa, b = *pb;
+  *pa = float(a * c - b * s);
+  *pb = float(a * s + b * c);
+}
+
+__global__ void kv_write_kernel(const float* src, float* cache, const int32_t* positions, int64_t n_tokens,
+                                int64_t width, int64_t ctx) {
+  const int64_t t = blockIdx.y, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  const int64_t p = positions[t];
+  if (i < width && p >= 0 && p < ctx) cache[p * width + i] = src[t * width + i];
+}
+
+__global__ void probe_kernel() {}
+
+}  // namespace
+
+void launch_embed(const LaunchCtx& c, const DeviceWeight& table, const int32_t* tokens, int64_t n_tokens, float* out) {
+  if (n_tokens <= 0) return;
+  GRETA_CHECK(n_tokens < 65536, "embed of ", n_tokens, " tokens");
+  const dim3 grid(blocks_for((table.cols + 15) / 16, kThreads), unsigned(n_tokens));
+  switch (table.type) {
+#define GRETA_EMBED_CASE(T)                                                                                       \
+  case WType::T:                                                                                                  \
+    embed_kernel<WType::T><<<grid, kThreads, 0, stream_of(c)>>>(table.data, table.row_bytes, table.rows, table.cols, \
+                                                                tokens, out);                                     \
+    break;
+    GRETA_HIP_FOR_EACH_WTYPE(GRETA_EMBED_CASE)
+#undef GRETA_EMBED_CASE
+  }
+  check_launch("embed");
+}
+
+void launch_rmsnorm(const LaunchCtx& c, const float* in, const float* weight, float* out, int64_t rows, int64_t width,
+                    float eps) {
+  if (rows <= 0) return;
+  rmsnorm_kernel<<<blocks_for(rows, 1), kThreads, 0, stream_of(c)>>>(in, weight, out, width, eps);
+  check_launch("rmsnorm");
+}
+
+void launch_add_bias(const LaunchCtx& c, float* x, const float* bias, int64_t rows, int64_t width) {
+  if (rows * width <= 0) return;
+  add_bias_kernel<<<blocks_for(rows * width, kThreads), kThreads, 0, stream_of(c)>>>(x, bias, rows, width);
+  check_launch("add_bias");
+}
+
+void launch_swiglu(const LaunchCtx& c, const float* gate, const float* up, float* out, int64_t n) {
+  if (n <= 0) return;
+  swiglu_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(c)>>>(gate, up, out, n);
+  check_launch("swiglu");
+}
+
+void launch_add(const LaunchCtx& c, float* x, const float* y, int64_t n) {
+  if (n <= 0) return;
+  add_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(c)>>>(x, y, n);
+  check_launch("add");
+}
+
+void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
+                 int64_t head_dim, int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
+                 const float* freq_factors) {
+  const int64_t n = n_tokens * n_heads * (rope_dims / 2);
+  if (n <= 0) return;
+  rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(c)>>>(
+      x, positions, n_tokens, n_heads, head_dim, rope_dims, pairing == model::RopePairing::Adjacent, base, freq_scale,
+      freq_factors);
+  check_launch("rope");
+}
+
+void launch_kv_write(const LaunchCtx& c, const float* src, float* cache, const int32_t* positions, int64_t n_tokens,
+                     int64_t width, int64_t ctx) {
+  if (n_tokens <= 0 || width <= 0) return;
+  GRETA_CHECK(n_tokens < 65536, "kv_write of ", n_tokens, " tokens");
+  const dim3 grid(blocks_for(width, kThreads), unsigned(n_tokens));
+  kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, cache, positions, n_tokens, width, ctx);
+  check_launch("kv_write");
+}
+
+void launch_probe(const LaunchCtx& c) {
+  probe_kernel<<<1, 1, 0, stream_of(c)>>>();
+  check_launch("probe");
+}
+
+}  // namespace greta::hip

@@ -1,0 +1,102 @@
+// What the per-op encoders (op_*.cpp) see while a plan is recorded: the recorder, the pipelines, the plan's device
+// buffers and the model's weights. One function per op kind, declared below, turns one engine op into dispatches.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/plan.h"
+#include "model/tensor_types.h"
+#include "vk/backend/vk_backend.h"
+#include "vk/commands.h"
+#include "vk/context.h"
+#include "vk/memory.h"
+#include "vk/pipelines.h"
+#include "vk/transfer.h"
+
+namespace greta::vk {
+
+// One weight on the device.
+struct DeviceWeight {
+  std::string name;
+  model::GgmlType type = model::GgmlType::F32;
+  int64_t rows = 0, cols = 0;
+  uint64_t row_bytes = 0;
+  SplitBuffer matrix;  // rows > 1: the stored bytes, chunked at whole rows (each chunk a multiple of 4 bytes)
+  Buffer vector;       // rows == 1: f32 values
+  std::vector<float> host_values;  // rows == 1: the same values on the host (rope frequency factors)
+  // Rows [first, first + count) of the matrix held by chunk i.
+  int64_t chunk_first_row(size_t i) const { return int64_t(matrix.chunk_offset(i) / row_bytes); }
+  int64_t chunk_rows(size_t i) const { return int64_t(matrix.chunk(i).size() / row_bytes); }
+};
+
+class OpEncoder {
+public:
+  struct Resources {
+    Context* context;
+    Pipelines* pipelines;
+    Allocator* allocator;
+    Transfer* transfer;
+    const std::vector<DeviceWeight>* weights;
+    const std::vector<BufferSpan>* buffers;  // by BufferId: the whole device buffer
+    std::vector<Buffer>* constants;          // per-plan constant buffers made while encoding (kept alive here)
+    MatmulKernel matmul;
+  };
+  OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
+
+  // Called by the backend before each op: dispatches are labelled with the op index (profiling sums them per op).
+  void begin_op(size_t index, std::string* variant_out) {
+    label_ = std::to_string(index);
+    variant_ = variant_out;
+  }
+
+  const DeviceInfo& info() const { return res_.context->info(); }
+  const EnabledFeatures& features() const { return res_.context->features(); }
+  MatmulKernel matmul_kernel() const { return res_.matmul; }
+  BufferSpan buffer(engine::BufferId id) const;
+  const DeviceWeight& weight(engine::WeightId id) const;
+  // A device buffer holding `values`, alive as long as the prepared plan (RoPE frequency tables).
+  BufferSpan constant_buffer(const std::vector<float>& values, const std::string& name);
+
+  const ComputePipeline& pipeline(ShaderId id, std::initializer_list<SpecConstant> spec = {},
+                                  const PipelineOptions& options = {});
+  void dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers, std::span<const std::byte> push,
+                std::array<uint32_t, 3> groups);
+  // Workgroups for a grid-stride loop over `items` with `local` invocations each, capped at the device limit.
+  uint32_t groups_for(uint64_t items, uint32_t local) const;
+  // Records which kernel the op used (shown by describe_kernels).
+  void note_variant(const std::string& v);
+
+private:
+  Recorder* recorder_;
+  Resources res_;
+  std::string label_;
+  std::string* variant_ = nullptr;
+};
+
+// Workgroup size of the simple elementwise kernels.
+inline constexpr uint32_t kElementwiseWorkgroup = 256;
+
+void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
+void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op);
+void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);
+void encode_rope(OpEncoder& e, const engine::RopeOp& op);
+void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
+void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
+void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op);
+void encode_add(OpEncoder& e, const engine::AddOp& op);
+
+// The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
+// when the family has no variant for it.
+enum class WeightKernel { embed, matvec, matmul_tiled, matmul_coopmat };
+ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
+
+// Plan-level push constants are 32-bit: sizes beyond that are refused with the op's name.
+uint32_t to_u32(int64_t v, const char* what);
+
+}  // namespace greta::vk

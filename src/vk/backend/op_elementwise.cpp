@@ -1,0 +1,32 @@
+// The elementwise ops: SwiGLU, residual add, bias add. Grid-stride kernels over the flattened elements.
+#include "vk/backend/encoder.h"
+
+namespace greta::vk {
+
+void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op) {
+  const struct { uint32_t count; } push{to_u32(op.elems, "swiglu elements")};
+  const auto& p = e.pipeline(ShaderId::swiglu_f32, {{0, kElementwiseWorkgroup}});
+  e.dispatch(p, {e.buffer(op.gate), e.buffer(op.up), e.buffer(op.out)}, as_push(push),
+             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+  e.note_variant("swiglu_f32");
+}
+
+void encode_add(OpEncoder& e, const engine::AddOp& op) {
+  const struct { uint32_t count; } push{to_u32(op.elems, "add elements")};
+  const auto& p = e.pipeline(ShaderId::add_inplace_f32, {{0, kElementwiseWorkgroup}});
+  e.dispatch(p, {e.buffer(op.x), e.buffer(op.y)}, as_push(push),
+             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+  e.note_variant("add_inplace_f32");
+}
+
+void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op) {
+  const DeviceWeight& bias = e.weight(op.bias);
+  GRETA_CHECK(bias.rows == 1 && bias.cols == op.width, bias.name);
+  const struct { uint32_t count, width; } push{to_u32(op.rows * op.width, "bias elements"), to_u32(op.width, "width")};
+  const auto& p = e.pipeline(ShaderId::add_bias_f32, {{0, kElementwiseWorkgroup}});
+  e.dispatch(p, {e.buffer(op.x), bias.vector.span()}, as_push(push),
+             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+  e.note_variant("add_bias_f32");
+}
+
+}  // namespace greta::vk

@@ -1,0 +1,88 @@
+// Matrix products with a weight of any type, dequantized inside the kernels:
+//   decode (few tokens) or rows whose length is not a multiple of 4:  matvec      (bandwidth-bound)
+//   prefill, device with 16x16x16 f16 cooperative matrices:           matmul_coopmat (not for F32 weights)
+//   prefill otherwise:                                                 matmul_tiled
+// A weight split over several buffers gets one dispatch per chunk; each writes its rows of the output.
+#include <algorithm>
+
+#include "core/error.h"
+#include "vk/backend/encoder.h"
+
+namespace greta::vk {
+
+namespace {
+
+// Up to this many tokens the matvec kernel (weights read once per token) beats staging tiles.
+constexpr int64_t kMatvecMaxTokens = 4;
+
+bool coopmat_usable(const OpEncoder& e, model::GgmlType type) {
+  const DeviceInfo& info = e.info();
+  return e.features().cooperative_matrix && shader_available(weight_shader(WeightKernel::matmul_coopmat, type)) &&
+         info.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR) &&
+         info.subgroup_ops_in_compute && 4 * info.subgroup_size <= info.max_workgroup_invocations;
+}
+
+struct MatmulPush {
+  uint32_t row_bytes, rows, cols, out_row0, out_stride, n_tokens;
+};
+
+}  // namespace
+
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
+  const DeviceWeight& w = e.weight(op.weight);
+  GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
+  to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
+
+  MatmulKernel kernel = e.matmul_kernel();
+  if (kernel == MatmulKernel::automatic) {
+    if (op.n_tokens <= kMatvecMaxTokens || op.in_features % 4 != 0)
+      kernel = MatmulKernel::matvec;
+    else  // F32 weights keep f32 activations: the cooperative-matrix path rounds both operands to f16
+      kernel = w.type != model::GgmlType::F32 && coopmat_usable(e, w.type) ? MatmulKernel::coopmat : MatmulKernel::tiled;
+  }
+  if (kernel != MatmulKernel::matvec && op.in_features % 4 != 0) kernel = MatmulKernel::matvec;
+  if (kernel == MatmulKernel::coopmat && !coopmat_usable(e, w.type))
+    fail("vk: the cooperative-matrix matmul was requested, but ", e.info().name,
+         " (or this build) has no 16x16x16 f16 cooperative matrices");
+
+  const BufferSpan in = e.buffer(op.in), out = e.buffer(op.out);
+  for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
+    const MatmulPush push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
+                          to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
+                          to_u32(op.out_features, "out features"), to_u32(op.n_tokens, "tokens")};
+    const BufferSpan weights = w.matrix.chunk(c).span();
+    if (kernel == MatmulKernel::matvec) {
+      // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices.
+      constexpr uint32_t kLocal = 128, kRows = 2;
+      const ShaderId id = weight_shader(WeightKernel::matvec, w.type);
+      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}});
+      const uint32_t row_groups = (push.rows + kRows - 1) / kRows;
+      // The first five fields are the matvec kernel's push block.
+      struct { uint32_t row_bytes, rows, cols, out_row0, out_stride; } mv{push.row_bytes, push.rows, push.cols,
+                                                                         push.out_row0, push.out_stride};
+      e.dispatch(p, {weights, in, out}, as_push(mv),
+                 {std::min(row_groups, e.info().max_workgroup_count[0]), push.n_tokens, 1});
+      e.note_variant(shader_blob(id).name);
+    } else if (kernel == MatmulKernel::tiled) {
+      constexpr uint32_t kTile = 64, kLocal = 256, kBk = 16;
+      const ShaderId id = weight_shader(WeightKernel::matmul_tiled, w.type);
+      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kTile}, {2, kTile}, {3, kBk}});
+      e.dispatch(p, {weights, in, out}, as_push(push),
+                 {(push.rows + kTile - 1) / kTile, (push.n_tokens + kTile - 1) / kTile, 1});
+      e.note_variant(shader_blob(id).name);
+    } else {
+      constexpr uint32_t kTile = 64;
+      const uint32_t sg = e.info().subgroup_size;
+      PipelineOptions options;
+      options.full_subgroups = e.info().compute_full_subgroups;
+      if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
+      const ShaderId id = weight_shader(WeightKernel::matmul_coopmat, w.type);
+      const auto& p = e.pipeline(id, {{0, 4 * sg}}, options);
+      e.dispatch(p, {weights, in, out}, as_push(push),
+                 {(push.rows + kTile - 1) / kTile, (push.n_tokens + kTile - 1) / kTile, 1});
+      e.note_variant(shader_blob(id).name);
+    }
+  }
+}
+
+}  // namespace greta::vk

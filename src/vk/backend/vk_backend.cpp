@@ -1,0 +1,291 @@
+#include "vk/backend/vk_backend.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+#include "core/error.h"
+#include "model/quants.h"
+#include "vk/backend/encoder.h"
+#include "vk/instance.h"
+
+namespace greta::vk {
+
+namespace {
+
+using engine::BufferId;
+using engine::BufferRole;
+
+// A plan on the device. Member order matters: the recorded sequences are destroyed (and waited for) first, then
+// the buffers they use.
+class VkPlan : public engine::PreparedPlan {
+public:
+  using engine::PreparedPlan::PreparedPlan;
+
+  std::vector<Buffer> owned;                         // scratch, step-input and logits buffers
+  std::vector<std::shared_ptr<Buffer>> persistent;   // the KV cache (shared with other plans of the model)
+  std::vector<BufferSpan> spans;                     // by BufferId
+  const Buffer* tokens = nullptr;                    // host-visible
+  const Buffer* positions = nullptr;                 // host-visible
+  std::vector<Buffer> constants;                     // made while encoding (rope frequencies)
+  std::vector<std::string> variants;                 // by op index: the kernels the op uses
+  std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<RecordedSequence>> sequences;  // (begin, end, profile)
+};
+
+MatmulKernel matmul_from_env(MatmulKernel chosen) {
+  const char* v = std::getenv("GRETA_VK_MATMUL");
+  if (!v || !*v || chosen != MatmulKernel::automatic) return chosen;
+  const std::string_view s(v);
+  if (s == "tiled") return MatmulKernel::tiled;
+  if (s == "coopmat") return MatmulKernel::coopmat;
+  if (s == "matvec") return MatmulKernel::matvec;
+  if (s == "auto") return MatmulKernel::automatic;
+  fail("GRETA_VK_MATMUL=", s, ": expected auto, tiled, coopmat or matvec");
+}
+
+class VkBackend : public engine::Backend {
+public:
+  explicit VkBackend(const VkBackendOptions& options) : options_(options) {
+    ContextOptions co;
+    co.instance.validation = options.validation;
+    co.cache_dir = options.cache_dir;
+    context_ = Context::create(options.device, co);
+    allocator_ = std::make_unique<Allocator>(*context_);
+    transfer_ = std::make_unique<Transfer>(*context_, *allocator_);
+    pipelines_ = std::make_unique<Pipelines>(*context_);
+    options_.matmul = matmul_from_env(options.matmul);
+    const DeviceInfo& info = context_->info();
+    if (!info.subgroup_ops_in_compute || !(info.subgroup_operations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
+      fail("vk: ", info.name, " has no subgroup arithmetic in compute shaders, which the matvec kernels need");
+  }
+
+  ~VkBackend() override {
+    if (context_) context_->queue().wait_all();
+  }
+
+  std::string name() const override { return cat("vulkan: ", context_->info().name); }
+  const Context& context() const { return *context_; }
+  bool cooperative_matrix() const {
+    const DeviceInfo& info = context_->info();
+    return context_->features().cooperative_matrix && shader_available(ShaderId::matmul_coopmat_f16) &&
+           info.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR);
+  }
+
+  uint64_t memory_capacity() const override { return context_->info().device_local_bytes(); }
+
+  void load_weights(std::span<const engine::WeightDesc> weights) override {
+    GRETA_CHECK(weights_.empty(), "load_weights called twice");
+    uint64_t total = 0;
+    for (const auto& d : weights) total += d.bytes;
+    if (total > memory_capacity())
+      fail("vk: the model's weights need ", format_bytes(double(total)), " but ", context_->info().name, " has ",
+           format_bytes(double(memory_capacity())), " of device memory (partial offload is not supported yet)");
+    weights_.resize(weights.size());
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const engine::WeightDesc& d = weights[i];
+      DeviceWeight& w = weights_[i];
+      GRETA_CHECK(d.rows > 0 && d.cols > 0 && d.data, d.name);
+      w.name = d.name;
+      w.type = d.type;
+      w.rows = d.rows;
+      w.cols = d.cols;
+      w.row_bytes = model::row_bytes(d.type, uint64_t(d.cols));
+      GRETA_CHECK(w.row_bytes * uint64_t(d.rows) == d.bytes, d.name);
+      if (d.rows == 1) {  // norms, biases, rope factors: f32 on the device
+        w.host_values.resize(size_t(d.cols));
+        model::dequantize_row(d.type, d.data, w.host_values.data(), d.cols);
+        w.vector = allocator_->create_buffer(w.host_values.size() * sizeof(float), MemoryUse::device, d.name);
+        transfer_->upload(w.vector, w.host_values);
+      } else {
+        // Whole rows per chunk; the total is padded to 4 bytes so the kernels' 32-bit reads stay inside the buffer.
+        w.matrix = allocator_->create_split_buffer((d.bytes + 3) & ~uint64_t(3), w.row_bytes, d.name);
+        transfer_->upload(w.matrix, 0, d.data, d.bytes);
+      }
+    }
+    context_->queue().wait_all();
+  }
+
+  std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override {
+    auto p = std::make_unique<VkPlan>(plan);
+    p->spans.resize(plan.buffers.size());
+    p->variants.resize(plan.ops.size());
+    p->owned.reserve(plan.buffers.size());
+    const uint64_t max_range = context_->max_binding_range();
+    std::vector<BufferSpan> fresh_persistent;
+    for (size_t i = 0; i < plan.buffers.size(); ++i) {
+      const engine::BufferDecl& b = plan.buffers[i];
+      const uint64_t bytes = std::max<uint64_t>(uint64_t(b.elems) * 4, 4);
+      if (bytes > max_range)
+        fail("vk: buffer ", b.name, " needs ", format_bytes(double(bytes)), ", more than one binding of ",
+             context_->info().name, " may cover (", format_bytes(double(max_range)), "); use a smaller --ctx or batch");
+      if (b.role == BufferRole::Persistent) {
+        auto& shared = persistent_[b.name];
+        if (!shared) {
+          shared = std::make_shared<Buffer>(allocator_->create_buffer(bytes, MemoryUse::device, b.name));
+          fresh_persistent.push_back(shared->span());
+        }
+        GRETA_CHECK(shared->size() == bytes, "persistent buffer ", b.name, " changed size");
+        p->persistent.push_back(shared);
+        p->spans[i] = shared->span();
+        continue;
+      }
+      const bool step_input = b.role == BufferRole::Tokens || b.role == BufferRole::Positions;
+      p->owned.push_back(allocator_->create_buffer(bytes, step_input ? MemoryUse::upload : MemoryUse::device, b.name));
+      p->spans[i] = p->owned.back().span();
+      if (b.role == BufferRole::Tokens) p->tokens = &p->owned.back();
+      if (b.role == BufferRole::Positions) p->positions = &p->owned.back();
+    }
+    GRETA_CHECK(p->tokens && p->positions, "plan without step input buffers");
+    if (!fresh_persistent.empty()) {  // a new KV cache starts as zeros, never as stale memory
+      RecordedSequence clear(*context_, "clear persistent");
+      clear.record([&](Recorder& r) {
+        for (const auto& s : fresh_persistent) r.fill(s, 0);
+      });
+      clear.run();
+    }
+    sequence(*p, {0, plan.ops.size()}, false);  // record the full step now: prepare() is where the cost belongs
+    if (const char* log = std::getenv("GRETA_VK_LOG_KERNELS"); log && *log && std::string_view(log) != "0")
+      std::fprintf(stderr, "greta: vk kernels for %lld-token steps on %s:\n%s", (long long)plan.shape.n_tokens,
+                   context_->info().name.c_str(), describe_kernels(*p).c_str());
+    return p;
+  }
+
+  void execute(engine::PreparedPlan& prepared, const engine::StepInput& step, engine::OpRange range) override {
+    auto& p = dynamic_cast<VkPlan&>(prepared);
+    const engine::Plan& plan = p.plan();
+    const int64_t n = plan.shape.n_tokens;
+    GRETA_CHECK(int64_t(step.tokens.size()) == n, "step has ", step.tokens.size(), " tokens, plan ", n);
+    GRETA_CHECK(step.start_pos >= 0 && step.start_pos + n <= plan.shape.ctx, "start ", step.start_pos);
+    GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
+    if (range.begin == range.end) return;
+
+    auto* tokens = static_cast<int32_t*>(p.tokens->mapped());
+    auto* positions = static_cast<int32_t*>(p.positions->mapped());
+    for (int64_t t = 0; t < n; ++t) {
+      tokens[t] = step.tokens[size_t(t)];
+      positions[t] = int32_t(step.start_pos + t);
+    }
+    p.tokens->flush(0, uint64_t(n) * 4);
+    p.positions->flush(0, uint64_t(n) * 4);
+
+    RecordedSequence& seq = sequence(p, range, profiling_);
+    seq.run();
+    if (profiling_ && seq.profiling()) {
+      for (const DispatchTiming& t : seq.timings()) {
+        const size_t op = std::stoul(t.label);
+        if (op < p.mutable_op_seconds().size()) p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
+      }
+    }
+  }
+
+  void read(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) override {
+    auto& p = dynamic_cast<VkPlan&>(prepared);
+    const BufferSpan s = checked_span(p, buffer, offset, dst.size());
+    if (!dst.empty()) transfer_->download(s, dst.data(), dst.size_bytes());
+  }
+
+  void write(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) override {
+    auto& p = dynamic_cast<VkPlan&>(prepared);
+    const BufferSpan s = checked_span(p, buffer, offset, src.size());
+    if (!src.empty()) {
+      transfer_->upload(s, src.data(), src.size_bytes());
+      context_->queue().wait_all();
+    }
+  }
+
+private:
+  BufferSpan checked_span(VkPlan& p, BufferId buffer, int64_t offset, size_t count) const {
+    const auto& decls = p.plan().buffers;
+    GRETA_CHECK(buffer >= 0 && size_t(buffer) < decls.size(), "buffer ", buffer);
+    GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= decls[size_t(buffer)].elems, "range of ",
+                decls[size_t(buffer)].name);
+    const BufferSpan whole = p.spans[size_t(buffer)];
+    return {whole.buffer, whole.offset + uint64_t(offset) * 4, uint64_t(count) * 4};
+  }
+
+  // The recorded commands for ops [range) of the plan, recorded on first use.
+  RecordedSequence& sequence(VkPlan& p, engine::OpRange range, bool profile) {
+    auto& slot = p.sequences[{range.begin, range.end, profile}];
+    if (slot) return *slot;
+    slot = std::make_unique<RecordedSequence>(*context_, cat("ops ", range.begin, "..", range.end),
+                                              SequenceOptions{.profile = profile});
+    const OpEncoder::Resources resources{context_.get(), pipelines_.get(), allocator_.get(), transfer_.get(),
+                                         &weights_,      &p.spans,         &p.constants,     options_.matmul};
+    const auto& ops = p.plan().ops;
+    slot->record([&](Recorder& r) {
+      OpEncoder e(r, resources);
+      for (size_t i = range.begin; i < range.end; ++i) {
+        e.begin_op(i, &p.variants[i]);
+        std::visit(
+            [&](const auto& op) {
+              using T = std::decay_t<decltype(op)>;
+              if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
+              else if constexpr (std::is_same_v<T, engine::RmsNormOp>) encode_rmsnorm(e, op);
+              else if constexpr (std::is_same_v<T, engine::MatMulOp>) encode_matmul(e, op);
+              else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
+              else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
+              else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
+              else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
+              else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
+              else encode_add(e, op);
+            },
+            ops[i].op);
+        r.barrier();  // every op reads what earlier ops wrote
+      }
+    });
+    context_->queue().wait_all();  // constant buffers uploaded while encoding
+    return *slot;
+  }
+
+  VkBackendOptions options_;
+  // Destruction order (reverse of declaration): weights and KV cache, then pipelines, transfer, allocator, context.
+  std::unique_ptr<Context> context_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Transfer> transfer_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::vector<DeviceWeight> weights_;
+  std::map<std::string, std::shared_ptr<Buffer>> persistent_;
+};
+
+}  // namespace
+
+std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options) {
+  return std::make_unique<VkBackend>(options);
+}
+
+std::string describe_kernels(const engine::PreparedPlan& prepared) {
+  const auto* p = dynamic_cast<const VkPlan*>(&prepared);
+  GRETA_CHECK(p, "describe_kernels needs a plan prepared by the Vulkan backend");
+  std::string out;
+  const auto& ops = p->plan().ops;
+  for (size_t i = 0; i < ops.size(); ++i)
+    out += cat(ops[i].label, "  ", p->variants[i].empty() ? "(not recorded)" : p->variants[i], "\n");
+  return out;
+}
+
+std::vector<std::string> validation_messages(const engine::Backend& backend) {
+  const auto* vk = dynamic_cast<const VkBackend*>(&backend);
+  GRETA_CHECK(vk, "validation_messages needs a Vulkan backend");
+  return vk->context().validation_log()->messages();
+}
+
+bool uses_cooperative_matrix(const engine::Backend& backend) {
+  const auto* vk = dynamic_cast<const VkBackend*>(&backend);
+  GRETA_CHECK(vk, "uses_cooperative_matrix needs a Vulkan backend");
+  return vk->cooperative_matrix();
+}
+
+bool vulkan_device_available() {
+  try {
+    for (const auto& d : list_devices())
+      if (d.usable) return true;
+  } catch (const Error&) {
+  }
+  return false;
+}
+
+}  // namespace greta::vk

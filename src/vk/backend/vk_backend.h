@@ -1,0 +1,56 @@
+// The Vulkan backend: engine::Backend on one Vulkan device. Only the CLI and the tests include this header; the
+// engine sees an engine::Backend.
+//
+//   load_weights  matrices are uploaded once in their GGUF format (quantized blocks as stored; the kernels
+//                 dequantize), split into several buffers at whole rows when one binding cannot hold them
+//                 (memory.h: SplitBuffer); 1-row weights (norms, biases, rope factors) are decoded to f32 on the host.
+//   prepare       device buffers for the plan (the KV cache shared by name across plans), then every op encoded
+//                 once by its op_*.cpp into a command buffer that each step resubmits.
+//   execute       token ids and positions are written into host-visible buffers, the recorded commands are
+//                 submitted, and the step waits on a timeline semaphore. A sub-range of ops (verify mode) gets its own
+//                 recorded command buffer, made on first use.
+// GRETA_VK_LOG_KERNELS=1 prints the kernels (shader variants) each op of every prepared plan uses to stderr.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+
+namespace greta::vk {
+
+// Which matrix-matrix kernel prefill matmuls use.
+enum class MatmulKernel {
+  automatic,  // cooperative matrices when the device has the 16x16x16 f16 shape, else the tiled scalar kernel
+  tiled,      // matmul_tiled (scalar f32, shared-memory tiles)
+  coopmat,    // matmul_coopmat (fails at prepare when the device or the build lacks it)
+  matvec,     // the decode kernel for every token (slow for prefill; a reference point)
+};
+
+struct VkBackendOptions {
+  int device = -1;           // `greta-vk devices` index; -1: the default device
+  bool validation = false;   // Khronos validation layer (also GRETA_VK_VALIDATION=1)
+  MatmulKernel matmul = MatmulKernel::automatic;  // GRETA_VK_MATMUL=tiled|coopmat|matvec overrides automatic
+  std::string cache_dir;     // pipeline cache directory; empty: the default (pipelines.h)
+};
+
+std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
+
+// Names of the kernels (shader variants) each op of a prepared plan uses, one line per op: "blk.0.attn_q
+// matmul_coopmat_q4_0 (n_tokens 64)". For tests and `greta-vk bench --profile`. The plan must come from a Vulkan
+// backend.
+std::string describe_kernels(const engine::PreparedPlan& plan);
+
+// True when a usable Vulkan device exists (the CLI's default-backend choice); never throws.
+bool vulkan_device_available();
+
+}  // namespace greta::vk
+
+namespace greta::vk {
+// Messages the Khronos validation layer reported so far on this backend's instance (empty without validation).
+// Tests fail on any. `backend` must come from create_vk_backend.
+std::vector<std::string> validation_messages(const engine::Backend& backend);
+// True when the backend's device (and this build) has the 16x16x16 f16 cooperative-matrix matmul, which prefill
+// matmuls with non-F32 weights then use (f16 operands: NMSE ~1e-7..1e-6 per op instead of ~1e-13).
+bool uses_cooperative_matrix(const engine::Backend& backend);
+}  // namespace greta::vk

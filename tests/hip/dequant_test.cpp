@@ -1,0 +1,72 @@
+// The HIP kernels' in-kernel weight decoding (src/hip/dequant.h, compiled here for the CPU: the same code the
+// kernels run) against the model layer's reference codecs, for every weight format the HIP backend accepts.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "hip/dequant.h"
+#include "model/quants.h"
+#include "model/tensor_types.h"
+
+using namespace greta;
+using namespace greta::hip;
+
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.f, 1.f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+template <WType W>
+void check_type() {
+  const auto type = static_cast<model::GgmlType>(W);
+  const model::TypeTraits& t = model::traits(type);
+  CHECK(uint32_t(block_elems(W)) == t.block_elems);
+  CHECK(uint32_t(block_bytes(W)) == t.block_bytes);
+  // Odd row lengths where the format allows them (float types); whole blocks otherwise.
+  const int64_t cols = block_elems(W) == 1 ? 83 : block_elems(W) * 3;
+  const int64_t rows = 5;
+  CHECK(row_bytes(W, cols) == model::row_bytes(type, uint64_t(cols)));
+  const auto values = random_floats(size_t(rows * cols), 7 + uint32_t(W));
+  std::vector<uint8_t> data(row_bytes(W, cols) * rows);
+  for (int64_t r = 0; r < rows; ++r)
+    model::quantize_row(type, values.data() + r * cols, data.data() + uint64_t(r) * row_bytes(W, cols), cols);
+  std::vector<float> ref(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* row = data.data() + uint64_t(r) * row_bytes(W, cols);
+    model::dequantize_row(type, row, ref.data(), cols);
+    for (int64_t k0 = 0; k0 < cols; k0 += 16) {
+      float got[16];
+      dequant_group16<W>(row, k0, cols, got);
+      for (int j = 0; j < 16; ++j) {
+        const float want = k0 + j < cols ? ref[size_t(k0 + j)] : 0.f;  // past the row: the GEMM's zero padding
+        CHECK_MESSAGE(std::fabs(got[j] - want) <= 1e-6f * std::fabs(want), model::type_name(type), " row ", r,
+                      " weight ", k0 + j, ": ", got[j], " vs ", want);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("WType ids are ggml's type ids, and unsupported ids are rejected") {
+#define GRETA_ID_CASE(T) CHECK(uint32_t(WType::T) == uint32_t(model::GgmlType::T));
+  GRETA_HIP_FOR_EACH_WTYPE(GRETA_ID_CASE)
+#undef GRETA_ID_CASE
+  CHECK_FALSE(is_supported(static_cast<WType>(model::GgmlType::Q8_1)));
+  CHECK_FALSE(is_supported(static_cast<WType>(model::GgmlType::Q8_K)));
+  CHECK_FALSE(is_supported(static_cast<WType>(1234)));
+}
+
+TEST_CASE("dequant_group16 decodes every format like the reference codecs") {
+#define GRETA_DEQUANT_CASE(T) \
+  SUBCASE(#T) { check_type<WType::T>(); }
+  GRETA_HIP_FOR_EACH_WTYPE(GRETA_DEQUANT_CASE)
+#undef GRETA_DEQUANT_CASE
+}

@@ -1,0 +1,211 @@
+// The fill / copy / add shaders against the CPU on random data, both descriptor paths, specialization constants,
+// subgroup size control and dispatch argument checks.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "vk_test_util.h"
+
+using namespace greta;
+using namespace greta::vk;
+using namespace greta::vk::test;
+
+namespace {
+
+struct CountValue {
+  uint32_t count;
+  uint32_t value;
+};
+
+void check_fill(VkFixture& f, uint32_t local_size, uint32_t words, uint32_t groups_cap, uint32_t seed) {
+  CAPTURE(local_size);
+  CAPTURE(words);
+  const auto& fill = f.pipes().get(ShaderId::fill_u32, {{0, local_size}});
+  CHECK(fill.local_size()[0] == local_size);
+  const uint32_t tail = 13;  // words after `count` that must stay untouched
+  Buffer buf = f.alloc().create_buffer(uint64_t(words + tail) * 4, MemoryUse::device, "fill");
+  auto expected = random_words(words + tail, seed);
+  f.xfer().upload(buf, expected);
+  const CountValue push{words, 0x9e3779b9u ^ seed};
+  const uint32_t groups = std::min(group_count(words, local_size, f.ctx().info().max_workgroup_count[0]), groups_cap);
+  run_dispatch(f.ctx(), fill, {buf.span()}, as_push(push), {groups, 1, 1});
+  std::fill(expected.begin(), expected.begin() + words, push.value);
+  CHECK(f.xfer().download<uint32_t>(buf, words + tail) == expected);
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkFixture, "fill matches the CPU for odd sizes, workgroup sizes and capped group counts") {
+  const uint32_t subgroup = ctx().info().subgroup_size;
+  uint32_t seed = 11;
+  for (uint32_t local : {1u, subgroup, 64u, 256u, 96u})
+    for (uint32_t words : {1u, 7u, 1000u, 65537u}) check_fill(*this, local, words, ~0u, seed++);
+  // Grid-stride loop: 3 workgroups still cover 100003 words.
+  check_fill(*this, 64, 100003, 3, seed++);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "copy_u32 and copy_u32x4 match the CPU") {
+  for (uint32_t words : {1u, 5u, 4096u, 70001u}) {
+    CAPTURE(words);
+    const auto src_data = random_words(words, words);
+    Buffer src = alloc().create_buffer(words * 4ull, MemoryUse::device, "src");
+    Buffer dst = alloc().create_buffer(words * 4ull, MemoryUse::device, "dst");
+    xfer().upload(src, src_data);
+    xfer().upload(dst, random_words(words, words + 1));
+    const uint32_t count = words;
+    run_dispatch(ctx(), pipes().get(ShaderId::copy_u32, {{0, 128}}), {src.span(), dst.span()}, as_push(count),
+                 {group_count(words, 128, 65535), 1, 1});
+    CHECK(xfer().download<uint32_t>(dst, words) == src_data);
+
+    // uvec4 variant: whole 16-byte elements; the remainder words stay as they were.
+    xfer().upload(dst, random_words(words, words + 2));
+    const auto before = xfer().download<uint32_t>(dst, words);
+    const uint32_t vec4s = words / 4;
+    if (vec4s > 0) {
+      run_dispatch(ctx(), pipes().get(ShaderId::copy_u32x4, {{0, 64}}), {src.span(), dst.span()}, as_push(vec4s),
+                   {group_count(vec4s, 64, 65535), 1, 1});
+    }
+    auto expected = before;
+    std::copy(src_data.begin(), src_data.begin() + vec4s * 4, expected.begin());
+    CHECK(xfer().download<uint32_t>(dst, words) == expected);
+  }
+}
+
+namespace {
+
+void check_add_f32(VkFixture& f) {
+  for (uint32_t n : {1u, 3u, 1023u, 50001u}) {
+    CAPTURE(n);
+    const auto a = greta::test::random_floats(n, 100 + n, -10.f, 10.f);
+    const auto b = greta::test::random_floats(n, 200 + n, -10.f, 10.f);
+    Buffer ba = f.alloc().create_buffer(n * 4ull, MemoryUse::device, "a");
+    Buffer bb = f.alloc().create_buffer(n * 4ull, MemoryUse::device, "b");
+    Buffer bc = f.alloc().create_buffer(n * 4ull, MemoryUse::device, "c");
+    f.xfer().upload(ba, a);
+    f.xfer().upload(bb, b);
+    f.xfer().upload(bc, greta::test::random_floats(n, 300 + n));
+    const auto& add = f.pipes().get(ShaderId::add_f32, {{0, 256}});
+    run_dispatch(f.ctx(), add, {ba.span(), bb.span(), bc.span()}, as_push(n), {group_count(n, 256, 65535), 1, 1});
+    const auto c = f.xfer().download<float>(bc, n);
+    size_t mismatches = 0;
+    for (uint32_t i = 0; i < n; ++i) mismatches += c[i] != a[i] + b[i];  // IEEE addition is exact-rounded
+    CHECK(mismatches == 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_FIXTURE(VkFixture, "add_f32 matches the CPU bit for bit (push descriptors when available)") {
+  check_add_f32(*this);
+  CHECK(pipes().get(ShaderId::add_f32, {{0, 256}}).uses_push_descriptors() == ctx().features().push_descriptors);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "add_f32 through descriptor pools (the fallback without push descriptors)") {
+  ContextOptions o = test_options();
+  o.push_descriptors = false;
+  ctx(o);
+  CHECK(!ctx().features().push_descriptors);
+  CHECK(!pipes().get(ShaderId::add_f32, {{0, 256}}).uses_push_descriptors());
+  check_add_f32(*this);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "add_f16 matches the CPU within half an f16 ulp of rounding") {
+  if (!ctx().features().shader_float16 || !ctx().features().storage_buffer_16bit) {
+    MESSAGE("device lacks shaderFloat16 or 16-bit storage: add_f16 skipped");
+    CHECK_THROWS_WITH_AS(pipes().get(ShaderId::add_f16), doctest::Contains("needs"), greta::Error);
+    return;
+  }
+  const uint32_t n = 4099;
+  const auto fa = greta::test::random_floats(n, 1, -4.f, 4.f);
+  const auto fb = greta::test::random_floats(n, 2, -4.f, 4.f);
+  std::vector<uint16_t> a(n), b(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    a[i] = fp32_to_fp16(fa[i]);
+    b[i] = fp32_to_fp16(fb[i]);
+  }
+  Buffer ba = alloc().create_buffer(n * 2ull, MemoryUse::device, "a16");
+  Buffer bb = alloc().create_buffer(n * 2ull, MemoryUse::device, "b16");
+  Buffer bc = alloc().create_buffer(n * 2ull, MemoryUse::device, "c16");
+  xfer().upload(ba, a);
+  xfer().upload(bb, b);
+  const auto& add = pipes().get(ShaderId::add_f16, {{0, 64}});
+  run_dispatch(ctx(), add, {ba.span(), bb.span(), bc.span()}, as_push(n), {group_count(n, 64, 65535), 1, 1});
+  const auto c = xfer().download<uint16_t>(bc, n);
+  size_t off = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    // The f32 sum of two halves rounds to the nearest half; allow one ulp for a device computing in f16 directly.
+    const uint16_t expected = fp32_to_fp16(fp16_to_fp32(a[i]) + fp16_to_fp32(b[i]));
+    off += std::abs(int(c[i]) - int(expected)) > 1 && !(fp16_to_fp32(c[i]) == 0 && fp16_to_fp32(expected) == 0);
+  }
+  CHECK(off == 0);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "specialization constants make distinct pipelines; bad ones are clear errors") {
+  const auto& a = pipes().get(ShaderId::fill_u32, {{0, 32}});
+  const auto& b = pipes().get(ShaderId::fill_u32, {{0, 64}});
+  const auto& a2 = pipes().get(ShaderId::fill_u32, {{0, 32}});
+  CHECK(&a == &a2);
+  CHECK(&a != &b);
+  CHECK(pipes().size() == 2);
+  CHECK(a.local_size() == std::array<uint32_t, 3>{32, 1, 1});
+  CHECK(a.binding_count() == 1);
+  CHECK(a.push_constant_bytes() == 8);
+  const uint32_t too_big = ctx().info().max_workgroup_invocations + 1;
+  CHECK_THROWS_WITH_AS(pipes().get(ShaderId::fill_u32, {{0, too_big}}), doctest::Contains("exceed"), greta::Error);
+  CHECK_THROWS_WITH_AS(pipes().get(ShaderId::fill_u32, {{7, 1}}), doctest::Contains("no specialization constant 7"),
+                       greta::Error);
+  CHECK_THROWS_WITH_AS(pipes().get(ShaderId::fill_u32, {{0, 0}}), doctest::Contains("workgroup size"), greta::Error);
+  CHECK_THROWS_WITH_AS(pipes().get(ShaderId::fill_u32, {{0, 64}, {0, 32}}), doctest::Contains("given twice"),
+                       greta::Error);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "subgroup size control: a pinned size runs, an impossible one is refused") {
+  const DeviceInfo& info = ctx().info();
+  CHECK_THROWS_AS(pipes().get(ShaderId::fill_u32, {{0, 64}}, PipelineOptions{3, false}), greta::Error);
+  if (!ctx().features().subgroup_size_control) {
+    MESSAGE("device has no subgroup size control");
+    return;
+  }
+  for (uint32_t s = info.min_subgroup_size; s <= info.max_subgroup_size; s *= 2) {
+    CAPTURE(s);
+    const uint32_t local = s * 4;
+    const auto& fill = pipes().get(ShaderId::fill_u32, {{0, local}}, PipelineOptions{s, ctx().features().compute_full_subgroups});
+    Buffer buf = alloc().create_buffer(4000, MemoryUse::device, "pinned");
+    const CountValue push{1000, 77};
+    run_dispatch(ctx(), fill, {buf.span()}, as_push(push), {group_count(1000, local, 65535), 1, 1});
+    CHECK(xfer().download<uint32_t>(buf, 1000) == std::vector<uint32_t>(1000, 77));
+  }
+  if (ctx().features().compute_full_subgroups)
+    CHECK_THROWS_WITH_AS(pipes().get(ShaderId::fill_u32, {{0, info.max_subgroup_size + 1}}, PipelineOptions{0, true}),
+                         doctest::Contains("multiple of"), greta::Error);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "dispatch arguments are checked against the shader and the device") {
+  const auto& add = pipes().get(ShaderId::add_f32, {{0, 64}});
+  Buffer buf = alloc().create_buffer(4096, MemoryUse::device, "args");
+  const uint32_t n = 16;
+  RecordedSequence seq(ctx(), "bad args");
+  CHECK_THROWS_WITH_AS(seq.record([&](Recorder& r) { r.dispatch(add, {buf.span(), buf.span()}, as_push(n), {1, 1, 1}); }),
+                       doctest::Contains("2 buffers given, the shader has 3"), greta::Error);
+  const CountValue wrong_push{1, 2};
+  CHECK_THROWS_WITH_AS(
+      seq.record([&](Recorder& r) { r.dispatch(add, {buf.span(), buf.span(), buf.span()}, as_push(wrong_push), {1, 1, 1}); }),
+      doctest::Contains("8 bytes of push constants given, the shader's block has 4"), greta::Error);
+  CHECK_THROWS_WITH_AS(seq.record([&](Recorder& r) {
+    r.dispatch(add, {buf.span(), buf.span(), buf.span()}, as_push(n), {ctx().info().max_workgroup_count[0] + 1u, 1, 1});
+  }),
+                       doctest::Contains("workgroups along dimension 0"), greta::Error);
+  if (ctx().info().min_storage_buffer_offset_alignment > 1) {
+    CHECK_THROWS_WITH_AS(seq.record([&](Recorder& r) {
+      r.dispatch(add, {buf.span(1, 64), buf.span(), buf.span()}, as_push(n), {1, 1, 1});
+    }),
+                         doctest::Contains("minStorageBufferOffsetAlignment"), greta::Error);
+  }
+  CHECK_THROWS_WITH_AS(seq.record([&](Recorder& r) { r.fill(buf.span(2, 8), 1); }), doctest::Contains("multiples of 4"),
+                       greta::Error);
+  CHECK_THROWS_WITH_AS(seq.record([&](Recorder& r) { r.copy(buf.span(0, 8), buf.span(8, 16)); }),
+                       doctest::Contains("copy of 8 bytes into a span of 16"), greta::Error);
+  CHECK_THROWS_WITH_AS(seq.submit(), doctest::Contains("before it was recorded"), greta::Error);
+}

@@ -1,0 +1,292 @@
+// greta-vk bench MODEL: prompt processing (pp: one prefill of P tokens) and token generation (tg: N single-token
+// decode steps) speeds, like llama-bench: every test runs once to warm up, then R times; rows show mean ± sample
+// standard deviation of tokens/s, with the model, the backend and the device in every row. Decode rows also show
+// the effective weight bandwidth (model bytes x tokens/s): every decode step reads all weights once.
+// Prompts are random token ids from a fixed seed, so runs are comparable across machines and backends.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "args.h"
+#include "backend_factory.h"
+#include "commands.h"
+#include "core/error.h"
+#include "engine/sampler.h"
+#include "generation.h"
+
+namespace greta::cli {
+
+namespace {
+
+constexpr OptionSpec k_bench_options[] = {
+    {"n-prompt", "p", true, "prompt lengths to test, comma separated (default 512; 0: no prompt test)"},
+    {"n-gen", "n", true, "generated token counts to test, comma separated (default 128; 0: no generation test)"},
+    {"repetitions", "r", true, "timed runs per test (default 5)"},
+    {"batch", "b", true, "tokens per prefill step (default 512)"},
+    {"output", "o", true, "md | csv | json (default md)"},
+    {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on)"},
+    {"help", "h", false, "show this help"},
+};
+
+constexpr const char* k_usage =
+    "greta-vk bench MODEL [-p 512] [-n 128] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--backend cpu|vk|hip] "
+    "[--device N] [--threads N]";
+
+constexpr uint64_t kTokenSeed = 1234;
+constexpr int64_t kMaxTestTokens = int64_t(1) << 20;
+constexpr int64_t kMaxRepetitions = 1000;
+
+std::vector<int64_t> int_list(const Args& args, std::string_view name, int64_t fallback) {
+  if (!args.has(name)) return {fallback};
+  std::vector<int64_t> values;
+  const std::string text = args.get(name);
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    const std::string item = text.substr(start, comma - start);
+    char* end = nullptr;
+    errno = 0;
+    const long long v = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || errno != 0 || *end != '\0' || v < 0 || v > kMaxTestTokens)
+      fail("--", name, " '", text, "': expected token counts from 0 to ", kMaxTestTokens, ", comma separated");
+    values.push_back(v);
+    start = comma + 1;
+  }
+  return values;
+}
+
+struct TestResult {
+  std::string name;        // "pp512", "tg128"
+  bool is_decode = false;
+  int64_t n_tokens = 0;
+  std::vector<double> samples;  // tokens/s per timed run
+  double mean = 0, stddev = 0;
+  std::map<std::string, double> op_seconds;  // per op kind, summed over the timed runs (--profile)
+};
+
+void summarize(TestResult& r) {
+  double sum = 0;
+  for (double s : r.samples) sum += s;
+  r.mean = sum / double(r.samples.size());
+  double sq = 0;
+  for (double s : r.samples) sq += (s - r.mean) * (s - r.mean);
+  r.stddev = r.samples.size() > 1 ? std::sqrt(sq / double(r.samples.size() - 1)) : 0;
+}
+
+std::string count_string(uint64_t n) {
+  char buf[32];
+  if (n >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2f B", double(n) / 1e9);
+  else if (n >= 1000000ull) std::snprintf(buf, sizeof buf, "%.2f M", double(n) / 1e6);
+  else if (n >= 1000ull) std::snprintf(buf, sizeof buf, "%.2f K", double(n) / 1e3);
+  else std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(n));
+  return buf;
+}
+
+std::string fixed(double v, int digits = 2) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string csv_quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// The model and the machine: the same in every row.
+struct BenchContext {
+  std::string model, name, backend, device;
+  uint64_t model_bytes = 0, params = 0;
+};
+
+double weight_gbps(const BenchContext& c, const TestResult& r) { return double(c.model_bytes) * r.mean / 1e9; }
+
+void print_md(const BenchContext& c, const std::vector<TestResult>& results) {
+  std::printf("| model | size | params | backend | device | test | t/s | weights GB/s |\n");
+  std::printf("| --- | ---: | ---: | --- | --- | ---: | ---: | ---: |\n");
+  for (const auto& r : results)
+    std::printf("| %s | %s | %s | %s | %s | %s | %s ± %s | %s |\n", c.model.c_str(), format_bytes(double(c.model_bytes)).c_str(),
+                count_string(c.params).c_str(), c.backend.c_str(), c.device.c_str(), r.name.c_str(),
+                fixed(r.mean).c_str(), fixed(r.stddev).c_str(), r.is_decode ? fixed(weight_gbps(c, r)).c_str() : "");
+  std::printf("\nmodel bytes %llu (weights); weights GB/s = model bytes x decode tokens/s\n",
+              static_cast<unsigned long long>(c.model_bytes));
+}
+
+void print_csv(const BenchContext& c, const std::vector<TestResult>& results) {
+  std::printf("model,name,model_bytes,params,backend,device,test,n_tokens,repetitions,avg_ts,stddev_ts,weights_gbps,"
+              "samples_ts\n");
+  for (const auto& r : results) {
+    std::string samples;
+    for (size_t i = 0; i < r.samples.size(); ++i) samples += cat(i ? ";" : "", fixed(r.samples[i], 3));
+    std::printf("%s,%s,%llu,%llu,%s,%s,%s,%lld,%zu,%s,%s,%s,%s\n", csv_quote(c.model).c_str(), csv_quote(c.name).c_str(),
+                static_cast<unsigned long long>(c.model_bytes), static_cast<unsigned long long>(c.params),
+                csv_quote(c.backend).c_str(), csv_quote(c.device).c_str(), r.name.c_str(),
+                static_cast<long long>(r.n_tokens), r.samples.size(), fixed(r.mean, 3).c_str(), fixed(r.stddev, 3).c_str(),
+                r.is_decode ? fixed(weight_gbps(c, r), 3).c_str() : "", csv_quote(samples).c_str());
+  }
+}
+
+void print_json(const BenchContext& c, const std::vector<TestResult>& results) {
+  std::printf("[\n");
+  for (size_t k = 0; k < results.size(); ++k) {
+    const auto& r = results[k];
+    std::string samples, profile;
+    for (size_t i = 0; i < r.samples.size(); ++i) samples += cat(i ? "," : "", fixed(r.samples[i], 3));
+    for (const auto& [kind, s] : r.op_seconds) profile += cat(profile.empty() ? "" : ",", "\"", kind, "\":", fixed(s, 6));
+    std::printf("  {\"model\":%s,\"name\":%s,\"model_bytes\":%llu,\"params\":%llu,\"backend\":%s,\"device\":%s,"
+                "\"test\":\"%s\",\"n_tokens\":%lld,\"avg_ts\":%s,\"stddev_ts\":%s,\"samples_ts\":[%s]%s%s}%s\n",
+                engine::json_quote(c.model).c_str(), engine::json_quote(c.name).c_str(),
+                static_cast<unsigned long long>(c.model_bytes), static_cast<unsigned long long>(c.params),
+                engine::json_quote(c.backend).c_str(), engine::json_quote(c.device).c_str(), r.name.c_str(),
+                static_cast<long long>(r.n_tokens), fixed(r.mean, 3).c_str(), fixed(r.stddev, 3).c_str(), samples.c_str(),
+                r.is_decode ? cat(",\"weights_gbps\":", fixed(weight_gbps(c, r), 3)).c_str() : "",
+                r.op_seconds.empty() ? "" : cat(",\"op_seconds\":{", profile, "}").c_str(),
+                k + 1 < results.size() ? "," : "");
+  }
+  std::printf("]\n");
+}
+
+// Time share per op kind, one table per test.
+void print_profile(std::FILE* out, const std::vector<TestResult>& results) {
+  for (const auto& r : results) {
+    double total = 0;
+    for (const auto& [kind, s] : r.op_seconds) total += s;
+    std::vector<std::pair<std::string, double>> rows(r.op_seconds.begin(), r.op_seconds.end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    std::fprintf(out, "\nprofile %s (per run; backend profiling on, so slightly slower than the table above)\n",
+                 r.name.c_str());
+    std::fprintf(out, "| op | ms | share |\n| --- | ---: | ---: |\n");
+    for (const auto& [kind, s] : rows)
+      std::fprintf(out, "| %s | %s | %s%% |\n", kind.c_str(), fixed(s * 1e3 / double(r.samples.size()), 3).c_str(),
+                   fixed(total > 0 ? 100 * s / total : 0, 1).c_str());
+  }
+}
+
+class Bench {
+public:
+  Bench(engine::Engine& engine, int64_t max_batch, bool profile)
+      : engine_(engine), max_batch_(std::min(max_batch, engine.context_size())), profile_(profile) {}
+
+  TestResult run(bool decode, int64_t n, int64_t repetitions) {
+    TestResult r;
+    r.is_decode = decode;
+    r.n_tokens = n;
+    r.name = cat(decode ? "tg" : "pp", n);
+    const std::vector<model::TokenId> tokens = random_tokens(n);
+    // Warm-up: builds and prepares the plans, faults in memory, wakes up clocks.
+    engine_.reset();
+    if (decode) engine_.decode(tokens[0]);
+    else engine_.prefill(tokens);
+    const std::vector<int64_t> shapes = step_shapes(decode, n);
+    clear_op_seconds(shapes);
+    for (int64_t rep = 0; rep < repetitions; ++rep) {
+      engine_.reset();
+      const auto start = std::chrono::steady_clock::now();
+      if (decode) {
+        for (model::TokenId t : tokens) engine_.decode(t);
+      } else {
+        engine_.prefill(tokens);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      r.samples.push_back(double(n) / std::max(seconds, 1e-9));
+    }
+    if (profile_) collect_op_seconds(shapes, r.op_seconds);
+    summarize(r);
+    return r;
+  }
+
+private:
+  std::vector<model::TokenId> random_tokens(int64_t n) {
+    engine::Rng rng(kTokenSeed + uint64_t(n));
+    std::vector<model::TokenId> tokens(static_cast<size_t>(n));
+    for (auto& t : tokens) t = model::TokenId(rng.next() % uint64_t(engine_.vocab_size()));
+    return tokens;
+  }
+  // The step sizes the engine runs a test in: prefill splits into max_batch chunks plus a remainder.
+  std::vector<int64_t> step_shapes(bool decode, int64_t n) const {
+    if (decode) return {1};
+    std::set<int64_t> shapes{std::min(n, max_batch_)};
+    if (n > max_batch_ && n % max_batch_ != 0) shapes.insert(n % max_batch_);
+    return {shapes.begin(), shapes.end()};
+  }
+  void clear_op_seconds(const std::vector<int64_t>& shapes) {
+    for (int64_t s : shapes) {
+      auto& seconds = engine_.plan_for(s, false).mutable_op_seconds();
+      std::fill(seconds.begin(), seconds.end(), 0.0);
+    }
+  }
+  void collect_op_seconds(const std::vector<int64_t>& shapes, std::map<std::string, double>& out) {
+    for (int64_t s : shapes) {
+      engine::PreparedPlan& plan = engine_.plan_for(s, false);
+      for (size_t i = 0; i < plan.plan().ops.size(); ++i)
+        out[engine::op_kind_name(plan.plan().ops[i].kind())] += plan.op_seconds()[i];
+    }
+  }
+
+  engine::Engine& engine_;
+  int64_t max_batch_;
+  bool profile_;
+};
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  const auto specs = join_options({k_bench_options, backend_option_specs()});
+  Args args(argc, argv, specs);
+  if (args.has("help")) {
+    std::printf("usage: %s\n\nPrefill (pp) and decode (tg) speed, mean ± stddev over R runs after a warm-up.\n\n%s",
+                k_usage, usage_options(specs).c_str());
+    return 0;
+  }
+  args.expect_positional(1, 1, k_usage);
+  const std::vector<int64_t> prompt_sizes = int_list(args, "n-prompt", 512);
+  const std::vector<int64_t> gen_sizes = int_list(args, "n-gen", 128);
+  const int64_t repetitions = args.get_int("repetitions", 5);
+  if (repetitions < 1 || repetitions > kMaxRepetitions)
+    fail("-r ", repetitions, ": repetitions must be between 1 and ", kMaxRepetitions);
+  const int64_t batch = args.get_int("batch", 512);
+  if (batch < 1 || batch > kMaxTestTokens) fail("-b ", batch, ": must be between 1 and ", kMaxTestTokens);
+  const std::string output = args.get("output", "md");
+  if (output != "md" && output != "csv" && output != "json") fail("-o ", output, ": choose md, csv or json");
+  const bool profile = args.has("profile");
+  const BackendRequest backend = backend_request_from(args);
+  int64_t ctx = 0;
+  for (int64_t p : prompt_sizes) ctx = std::max(ctx, p);
+  for (int64_t n : gen_sizes) ctx = std::max(ctx, n);
+  if (ctx == 0) fail("nothing to benchmark: -p and -n are both 0");
+
+  const std::string& path = args.positional()[0];
+  LoadedModel loaded = load_model(read_model(path), backend, engine::EngineOptions{.ctx = ctx, .max_batch = batch});
+  engine::Engine& engine = loaded.engine;
+  engine.backend().set_profiling(profile);
+
+  BenchContext context;
+  context.model = std::filesystem::path(path).stem().string();
+  context.name = engine.config().name;
+  context.backend = engine.backend().name();
+  context.device = loaded.device;
+  context.model_bytes = engine.weights().total_bytes();
+  for (const auto& t : engine.file().tensors()) context.params += t.n_elements;
+
+  Bench bench(engine, batch, profile);
+  std::vector<TestResult> results;
+  for (int64_t p : prompt_sizes)
+    if (p > 0) results.push_back(bench.run(/*decode=*/false, p, repetitions));
+  for (int64_t n : gen_sizes)
+    if (n > 0) results.push_back(bench.run(/*decode=*/true, n, repetitions));
+
+  if (output == "md") print_md(context, results);
+  else if (output == "csv") print_csv(context, results);
+  else print_json(context, results);
+  if (profile && output != "json") print_profile(output == "md" ? stdout : stderr, results);
+  return 0;
+}
+
+}  // namespace greta::cli

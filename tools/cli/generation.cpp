@@ -1,0 +1,217 @@
+#include "generation.h"
+
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <random>
+
+#include "core/error.h"
+#include "progress.h"
+
+namespace greta::cli {
+
+namespace {
+
+constexpr uint64_t kMaxPromptFileBytes = uint64_t(64) << 20;
+constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+
+constexpr OptionSpec k_sampling_options[] = {
+    {"temp", nullptr, true, "temperature (default 0.8; 0: greedy)"},
+    {"top-k", nullptr, true, "keep the K most likely tokens (default 40; 0: off)"},
+    {"top-p", nullptr, true, "keep the smallest set with probability mass >= P (default 0.95; 1: off)"},
+    {"min-p", nullptr, true, "drop tokens below P x the top probability (default 0.05; 0: off)"},
+    {"repeat-penalty", nullptr, true, "penalty for repeated tokens (default 1: off)"},
+    {"repeat-last-n", nullptr, true, "tokens the penalties look back over (default 64; 0: off, -1: all)"},
+    {"frequency-penalty", nullptr, true, "subtract F x count of a token (default 0)"},
+    {"presence-penalty", nullptr, true, "subtract P once per seen token (default 0)"},
+    {"seed", nullptr, true, "sampling seed (default 24301; -1: random)"},
+};
+
+float float_option(const Args& args, std::string_view name, float fallback) {
+  const double v = args.get_double(name, fallback);
+  if (!std::isfinite(v) || std::fabs(v) > 1e30) fail("--", name, " ", v, ": not a usable number");
+  return float(v);
+}
+
+int32_t int32_option(const Args& args, std::string_view name, int32_t fallback) {
+  const int64_t v = args.get_int(name, fallback);
+  if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
+    fail("--", name, " ", v, ": out of range");
+  return int32_t(v);
+}
+
+// Length of the UTF-8 sequence a lead byte starts (0: not a lead byte), and the range its second byte must be in
+// (this excludes overlong forms, surrogates and values past U+10FFFF, as the Unicode standard's table 3-7 does).
+int sequence_length(unsigned char c) {
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) return 2;
+  if (c >= 0xE0 && c <= 0xEF) return 3;
+  if (c >= 0xF0 && c <= 0xF4) return 4;
+  return 0;
+}
+bool valid_second_byte(unsigned char lead, unsigned char c) {
+  switch (lead) {
+    case 0xE0: return c >= 0xA0 && c <= 0xBF;
+    case 0xED: return c >= 0x80 && c <= 0x9F;
+    case 0xF0: return c >= 0x90 && c <= 0xBF;
+    case 0xF4: return c >= 0x80 && c <= 0x8F;
+    default: return c >= 0x80 && c <= 0xBF;
+  }
+}
+
+}  // namespace
+
+std::vector<OptionSpec> join_options(std::initializer_list<std::span<const OptionSpec>> tables) {
+  std::vector<OptionSpec> all;
+  for (const auto& t : tables) all.insert(all.end(), t.begin(), t.end());
+  return all;
+}
+
+std::span<const OptionSpec> sampling_option_specs() { return k_sampling_options; }
+
+engine::SamplerParams sampling_params_from(const Args& args) {
+  engine::SamplerParams p;
+  p.temperature = float_option(args, "temp", p.temperature);
+  p.top_k = int32_option(args, "top-k", p.top_k);
+  p.top_p = float_option(args, "top-p", p.top_p);
+  p.min_p = float_option(args, "min-p", p.min_p);
+  p.repeat_penalty = float_option(args, "repeat-penalty", p.repeat_penalty);
+  p.repeat_last_n = int32_option(args, "repeat-last-n", p.repeat_last_n);
+  p.frequency_penalty = float_option(args, "frequency-penalty", p.frequency_penalty);
+  p.presence_penalty = float_option(args, "presence-penalty", p.presence_penalty);
+  if (args.has("seed")) {
+    const std::string text = args.get("seed");
+    if (text == "-1") {
+      std::random_device device;
+      p.seed = (uint64_t(device()) << 32) ^ device();
+    } else {
+      errno = 0;
+      char* end = nullptr;
+      const unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+      if (errno != 0 || end == text.c_str() || *end != '\0' || text[0] == '-')
+        fail("--seed '", text, "': expected a non-negative integer (or -1 for a random seed)");
+      p.seed = v;
+    }
+  }
+  if (p.repeat_last_n < -1) fail("--repeat-last-n ", p.repeat_last_n, ": must be -1 (all), 0 (off) or positive");
+  engine::Sampler check(p);  // the sampler's own validation (ranges of top-p, penalties, ...)
+  return p;
+}
+
+std::string read_prompt(const Args& args) {
+  if (args.has("prompt") && args.has("file")) fail("give the prompt with -p or -f, not both");
+  if (args.has("prompt")) return args.get("prompt");
+  if (!args.has("file")) fail("no prompt: give one with -p TEXT or -f FILE");
+  const std::string path = args.get("file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("-f ", path, ": cannot open the file");
+  std::string text;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, size_t(in.gcount()));
+    if (text.size() > kMaxPromptFileBytes) fail("-f ", path, ": the prompt file is larger than 64 MiB");
+  }
+  if (in.bad()) fail("-f ", path, ": read error");
+  return text;
+}
+
+std::vector<model::TokenId> parse_token_list(std::string_view text) {
+  std::vector<model::TokenId> ids;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r') {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    if (text[j] == '-') ++j;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    const std::string number(text.substr(i, j - i));
+    if (number.empty() || number == "-" ||
+        (j < text.size() && text[j] != ' ' && text[j] != ',' && text[j] != '\t' && text[j] != '\n' && text[j] != '\r'))
+      fail("--tokens: '", text.substr(i, std::min<size_t>(j + 1, text.size()) - i), "' is not a token id");
+    errno = 0;
+    const long long v = std::strtoll(number.c_str(), nullptr, 10);
+    if (errno != 0 || v < 0 || v > std::numeric_limits<model::TokenId>::max())
+      fail("--tokens: ", number, " is not a valid token id");
+    ids.push_back(model::TokenId(v));
+    i = j;
+  }
+  if (ids.empty()) fail("--tokens: no token ids given");
+  return ids;
+}
+
+ModelFiles read_model(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
+  model::GgufFile file = model::GgufFile::open(path);
+  model::ModelConfig config = model::ModelConfig::from_gguf(file);
+  model::Tokenizer tokenizer = model::Tokenizer::from_gguf(file);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return ModelFiles{std::move(file), std::move(config), std::move(tokenizer), seconds};
+}
+
+LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const engine::EngineOptions& options) {
+  BackendChoice choice = create_backend(backend);
+  std::fprintf(stderr, "%s\n", describe_backend(choice).c_str());
+  LoadProgress progress(files.file.path());
+  LoadedModel loaded{engine::Engine(std::move(files.file), std::move(files.config), std::move(files.tokenizer),
+                                    std::move(choice.backend), options),
+                     choice.kind, choice.device, 0};
+  loaded.load_s = files.open_s + loaded.engine.timings().load_s;
+  return loaded;
+}
+
+std::string Utf8Stream::push(std::string_view piece) {
+  pending_.append(piece);
+  std::string out;
+  size_t i = 0;
+  while (i < pending_.size()) {
+    const auto lead = static_cast<unsigned char>(pending_[i]);
+    const int length = sequence_length(lead);
+    if (length == 0) {  // a stray continuation byte or a byte that never starts a character
+      out += kReplacement;
+      ++i;
+      continue;
+    }
+    // Check the bytes present; stop at the end of the buffer if the sequence is a valid but incomplete prefix.
+    int have = 1;
+    bool broken = false;
+    while (have < length && i + size_t(have) < pending_.size()) {
+      const auto c = static_cast<unsigned char>(pending_[i + size_t(have)]);
+      if (have == 1 ? !valid_second_byte(lead, c) : (c < 0x80 || c > 0xBF)) {
+        broken = true;
+        break;
+      }
+      ++have;
+    }
+    if (broken) {  // the maximal valid prefix becomes one U+FFFD; the offending byte is looked at again
+      out += kReplacement;
+      i += size_t(have);
+      continue;
+    }
+    if (have < length) break;  // incomplete: hold it back
+    out.append(pending_, i, size_t(length));
+    i += size_t(length);
+  }
+  pending_.erase(0, i);
+  return out;
+}
+
+std::string Utf8Stream::finish() {
+  std::string out = pending_.empty() ? "" : std::string(kReplacement);
+  pending_.clear();
+  return out;
+}
+
+std::string format_rate(double tokens_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f", tokens_per_s);
+  return buf;
+}
+
+}  // namespace greta::cli

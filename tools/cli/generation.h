@@ -1,0 +1,70 @@
+// Pieces shared by the commands that run a model (run, chat, logits, bench): sampling options, prompt input, model
+// loading with the backend line and the progress bar, and UTF-8-safe streaming of generated text.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "args.h"
+#include "backend_factory.h"
+#include "engine/engine.h"
+#include "engine/sampler.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/tokenizer.h"
+
+namespace greta::cli {
+
+// Joins option tables (a command's own options and shared ones) into one list for Args.
+std::vector<OptionSpec> join_options(std::initializer_list<std::span<const OptionSpec>> tables);
+
+// --temp --top-k --top-p --min-p --repeat-penalty --repeat-last-n --frequency-penalty --presence-penalty --seed
+std::span<const OptionSpec> sampling_option_specs();
+// The parameters those options give (SamplerParams' defaults otherwise). --seed -1 picks a random seed. Throws
+// greta::Error for values the sampler rejects or that do not fit its types.
+engine::SamplerParams sampling_params_from(const Args& args);
+
+// The prompt of -p TEXT or -f FILE (exactly one of them). A file is read whole, up to 64 MiB.
+std::string read_prompt(const Args& args);
+// "1 2 3" or "1,2,3" -> ids; throws greta::Error on anything else.
+std::vector<model::TokenId> parse_token_list(std::string_view text);
+
+// A model's file, hyperparameters and tokenizer, read before the engine exists (to size the context from a prompt).
+// Opening first (before any backend exists) also makes a missing or broken file the first and only error printed.
+struct ModelFiles {
+  model::GgufFile file;
+  model::ModelConfig config;
+  model::Tokenizer tokenizer;
+  double open_s = 0;  // seconds spent opening and validating
+};
+ModelFiles read_model(const std::string& path);
+
+// Creates the backend, prints "backend: ..." to stderr, and loads the model with a progress bar on a terminal.
+struct LoadedModel {
+  engine::Engine engine;
+  std::string backend_kind;  // "cpu", "vk", "hip"
+  std::string device;        // the device's name
+  double load_s = 0;         // opening the file + the engine's load (weights onto the backend, first plan)
+};
+LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const engine::EngineOptions& options);
+
+// Generated text arrives in token pieces that may split a UTF-8 character (byte-fallback tokens, byte-level BPE).
+// push() returns the bytes that are safe to print now: complete characters, with an incomplete sequence at the end
+// held back until its continuation bytes arrive. Bytes that can never form a valid character become U+FFFD, so the
+// output is always valid UTF-8. finish() returns what is still held (as U+FFFD: it was never completed).
+class Utf8Stream {
+public:
+  std::string push(std::string_view piece);
+  std::string finish();
+
+private:
+  std::string pending_;
+};
+
+// "12.3 ms"-style helpers for summaries.
+std::string format_rate(double tokens_per_s);
+
+}  // namespace greta::cli
