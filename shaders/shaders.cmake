@@ -32,3 +32,13 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   greta_add_shader(matmul_tiled_${t} matmul_tiled.comp DEFINES WTYPE_${T})
   greta_add_shader(matmul_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} REQUIRES coopmat)
 endforeach()
+
+# Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).
+greta_add_shader(attention_coopmat_f16 attention_coopmat.comp REQUIRES coopmat)
+
+# Decode matvec, block-wise (shaders/matvec_block.comp): the quantized types, chosen by op_matmul.cpp's matvec branch
+# (f32/f16/bf16 keep matvec_<type>). Paired with GgmlTypes in src/vk/backend/weight_shaders.cpp.
+foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
+  string(TOUPPER "${t}" T)
+  greta_add_shader(matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T})
+endforeach()

@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "hip/attn_tile.h"
@@ -204,7 +205,8 @@ std::vector<float> simulate_gemm(const std::vector<float>& A, const std::vector<
                      rc = test::make_regs(M::kLanes, M::kC);
             for (int lane = 0; lane < M::kLanes; ++lane) {
               const Call& c = calls[size_t(lane)][call];
-              REQUIRE((c.mi == mi && c.ni == ni));  // every lane issues the same instruction sequence
+              if (c.mi != mi || c.ni != ni)  // every lane must issue the same instruction sequence
+                throw std::runtime_error("lanes disagree on the matrix instruction sequence");
               float* lacc = acc[size_t(wave * M::kLanes + lane)].acc[mi][ni];
               std::copy(c.a, c.a + M::kA, ra[size_t(lane)].begin());
               std::copy(c.b, c.b + M::kB, rb_[size_t(lane)].begin());
@@ -337,7 +339,7 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
       const int c = calls[0][call].c;
       for (int lane = 0; lane < M::kLanes; ++lane) {
         const Call& x = calls[size_t(lane)][call];
-        REQUIRE(x.c == c);
+        if (x.c != c) throw std::runtime_error("lanes disagree on the matrix instruction sequence");
         std::copy(x.a, x.a + M::kA, ra[size_t(lane)].begin());
         std::copy(x.b, x.b + M::kB, rb[size_t(lane)].begin());
         const float* acc = acc_of(lane, c);

@@ -36,6 +36,12 @@ uint32_t OpEncoder::groups_for(uint64_t items, uint32_t local) const {
   return group_count(items, local, info().max_workgroup_count[0]);
 }
 
+bool OpEncoder::has_coopmat_f16() const {
+  const DeviceInfo& i = info();
+  return features().cooperative_matrix && i.subgroup_ops_in_compute &&
+         i.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR);
+}
+
 void OpEncoder::note_variant(const std::string& v) {
   if (!variant_) return;
   if (variant_->find(v) != std::string::npos) return;

@@ -45,6 +45,7 @@ public:
     const std::vector<BufferSpan>* buffers;  // by BufferId: the whole device buffer
     std::vector<Buffer>* constants;          // per-plan constant buffers made while encoding (kept alive here)
     MatmulKernel matmul;
+    bool f16_attention;  // prefill attention may use the f16 cooperative-matrix kernel
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
 
@@ -57,6 +58,9 @@ public:
   const DeviceInfo& info() const { return res_.context->info(); }
   const EnabledFeatures& features() const { return res_.context->features(); }
   MatmulKernel matmul_kernel() const { return res_.matmul; }
+  bool f16_attention() const { return res_.f16_attention; }
+  // The device (and this build) has 16x16x16 f16 x f16 -> f32 subgroup cooperative matrices.
+  bool has_coopmat_f16() const;
   BufferSpan buffer(engine::BufferId id) const;
   const DeviceWeight& weight(engine::WeightId id) const;
   // A device buffer holding `values`, alive as long as the prepared plan (RoPE frequency tables).
@@ -93,8 +97,10 @@ void encode_add(OpEncoder& e, const engine::AddOp& op);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.
-enum class WeightKernel { embed, matvec, matmul_tiled, matmul_coopmat };
+enum class WeightKernel { embed, matvec, matvec_block, matmul_tiled, matmul_coopmat };
 ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
+// Whether the family has a variant for the type (matvec_block: the quantized types only).
+bool has_weight_shader(WeightKernel kernel, model::GgmlType type);
 
 // Plan-level push constants are 32-bit: sizes beyond that are refused with the op's name.
 uint32_t to_u32(int64_t v, const char* what);

@@ -4,6 +4,8 @@
 //   prefill otherwise:                                                 matmul_tiled
 // A weight split over several buffers gets one dispatch per chunk; each writes its rows of the output.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -16,10 +18,8 @@ namespace {
 constexpr int64_t kMatvecMaxTokens = 4;
 
 bool coopmat_usable(const OpEncoder& e, model::GgmlType type) {
-  const DeviceInfo& info = e.info();
-  return e.features().cooperative_matrix && shader_available(weight_shader(WeightKernel::matmul_coopmat, type)) &&
-         info.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR) &&
-         info.subgroup_ops_in_compute && 4 * info.subgroup_size <= info.max_workgroup_invocations;
+  return e.has_coopmat_f16() && shader_available(weight_shader(WeightKernel::matmul_coopmat, type)) &&
+         4 * e.info().subgroup_size <= e.info().max_workgroup_invocations;
 }
 
 struct MatmulPush {
@@ -52,14 +52,21 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
                           to_u32(op.out_features, "out features"), to_u32(op.n_tokens, "tokens")};
     const BufferSpan weights = w.matrix.chunk(c).span();
     if (kernel == MatmulKernel::matvec) {
-      // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices.
-      constexpr uint32_t kLocal = 128, kRows = 2;
-      const ShaderId id = weight_shader(WeightKernel::matvec, w.type);
-      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}});
-      const uint32_t row_groups = (push.rows + kRows - 1) / kRows;
-      // The first five fields are the matvec kernel's push block.
+      // The first five fields are the matvec kernels' push block.
       struct { uint32_t row_bytes, rows, cols, out_row0, out_stride; } mv{push.row_bytes, push.rows, push.cols,
                                                                          push.out_row0, push.out_stride};
+      // Quantized types: the block-wise kernel (whole 32-element units, scales read once). Otherwise 2 rows per
+      // workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices.
+      const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0 &&
+                         !std::getenv("GRETA_MV_GENERIC");
+      uint32_t local = 128, rows_per_group = 2;
+      if (block) {
+        local = 128, rows_per_group = 4;
+        if (const char* tune = std::getenv("GRETA_MV_TUNE")) std::sscanf(tune, "%u,%u", &local, &rows_per_group);
+      }
+      const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
+      const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}});
+      const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
       e.dispatch(p, {weights, in, out}, as_push(mv),
                  {std::min(row_groups, e.info().max_workgroup_count[0]), push.n_tokens, 1});
       e.note_variant(shader_blob(id).name);

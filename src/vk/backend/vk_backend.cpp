@@ -72,6 +72,7 @@ public:
   bool cooperative_matrix() const {
     const DeviceInfo& info = context_->info();
     return context_->features().cooperative_matrix && shader_available(ShaderId::matmul_coopmat_f16) &&
+           info.subgroup_ops_in_compute &&
            info.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR);
   }
 
@@ -95,6 +96,7 @@ public:
       w.cols = d.cols;
       w.row_bytes = model::row_bytes(d.type, uint64_t(d.cols));
       GRETA_CHECK(w.row_bytes * uint64_t(d.rows) == d.bytes, d.name);
+      if (d.rows > 1 && d.type == model::GgmlType::F32) f16_attention_ = false;  // an F32 model keeps f32 activations
       if (d.rows == 1) {  // norms, biases, rope factors: f32 on the device
         w.host_values.resize(size_t(d.cols));
         model::dequantize_row(d.type, d.data, w.host_values.data(), d.cols);
@@ -214,7 +216,8 @@ private:
     slot = std::make_unique<RecordedSequence>(*context_, cat("ops ", range.begin, "..", range.end),
                                               SequenceOptions{.profile = profile});
     const OpEncoder::Resources resources{context_.get(), pipelines_.get(), allocator_.get(), transfer_.get(),
-                                         &weights_,      &p.spans,         &p.constants,     options_.matmul};
+                                         &weights_,      &p.spans,         &p.constants,     options_.matmul,
+                                         f16_attention_};
     const auto& ops = p.plan().ops;
     slot->record([&](Recorder& r) {
       OpEncoder e(r, resources);
@@ -249,6 +252,7 @@ private:
   std::unique_ptr<Pipelines> pipelines_;
   std::vector<DeviceWeight> weights_;
   std::map<std::string, std::shared_ptr<Buffer>> persistent_;
+  bool f16_attention_ = true;  // false for models with F32 weight matrices (their users asked for f32 accuracy)
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // GgmlType -> shader variant of each weight-reading kernel family. The variants are declared in shaders/shaders.cmake
 // (one per type and family); this table is the only place that pairs them, by typed ID.
 #include <array>
+#include <optional>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -12,24 +13,35 @@ namespace {
 struct WeightVariants {
   model::GgmlType type;
   ShaderId embed, matvec, matmul_tiled, matmul_coopmat;
+  std::optional<ShaderId> matvec_block;  // quantized types only
 };
 
 using G = model::GgmlType;
 using S = ShaderId;
 constexpr WeightVariants k_variants[] = {
-    {G::F32, S::embed_f32, S::matvec_f32, S::matmul_tiled_f32, S::matmul_coopmat_f32},
-    {G::F16, S::embed_f16, S::matvec_f16, S::matmul_tiled_f16, S::matmul_coopmat_f16},
-    {G::BF16, S::embed_bf16, S::matvec_bf16, S::matmul_tiled_bf16, S::matmul_coopmat_bf16},
-    {G::Q4_0, S::embed_q4_0, S::matvec_q4_0, S::matmul_tiled_q4_0, S::matmul_coopmat_q4_0},
-    {G::Q4_1, S::embed_q4_1, S::matvec_q4_1, S::matmul_tiled_q4_1, S::matmul_coopmat_q4_1},
-    {G::Q5_0, S::embed_q5_0, S::matvec_q5_0, S::matmul_tiled_q5_0, S::matmul_coopmat_q5_0},
-    {G::Q5_1, S::embed_q5_1, S::matvec_q5_1, S::matmul_tiled_q5_1, S::matmul_coopmat_q5_1},
-    {G::Q8_0, S::embed_q8_0, S::matvec_q8_0, S::matmul_tiled_q8_0, S::matmul_coopmat_q8_0},
-    {G::Q2_K, S::embed_q2_k, S::matvec_q2_k, S::matmul_tiled_q2_k, S::matmul_coopmat_q2_k},
-    {G::Q3_K, S::embed_q3_k, S::matvec_q3_k, S::matmul_tiled_q3_k, S::matmul_coopmat_q3_k},
-    {G::Q4_K, S::embed_q4_k, S::matvec_q4_k, S::matmul_tiled_q4_k, S::matmul_coopmat_q4_k},
-    {G::Q5_K, S::embed_q5_k, S::matvec_q5_k, S::matmul_tiled_q5_k, S::matmul_coopmat_q5_k},
-    {G::Q6_K, S::embed_q6_k, S::matvec_q6_k, S::matmul_tiled_q6_k, S::matmul_coopmat_q6_k},
+    {G::F32, S::embed_f32, S::matvec_f32, S::matmul_tiled_f32, S::matmul_coopmat_f32, std::nullopt},
+    {G::F16, S::embed_f16, S::matvec_f16, S::matmul_tiled_f16, S::matmul_coopmat_f16, std::nullopt},
+    {G::BF16, S::embed_bf16, S::matvec_bf16, S::matmul_tiled_bf16, S::matmul_coopmat_bf16, std::nullopt},
+    {G::Q4_0, S::embed_q4_0, S::matvec_q4_0, S::matmul_tiled_q4_0, S::matmul_coopmat_q4_0,
+     S::matvec_block_q4_0},
+    {G::Q4_1, S::embed_q4_1, S::matvec_q4_1, S::matmul_tiled_q4_1, S::matmul_coopmat_q4_1,
+     S::matvec_block_q4_1},
+    {G::Q5_0, S::embed_q5_0, S::matvec_q5_0, S::matmul_tiled_q5_0, S::matmul_coopmat_q5_0,
+     S::matvec_block_q5_0},
+    {G::Q5_1, S::embed_q5_1, S::matvec_q5_1, S::matmul_tiled_q5_1, S::matmul_coopmat_q5_1,
+     S::matvec_block_q5_1},
+    {G::Q8_0, S::embed_q8_0, S::matvec_q8_0, S::matmul_tiled_q8_0, S::matmul_coopmat_q8_0,
+     S::matvec_block_q8_0},
+    {G::Q2_K, S::embed_q2_k, S::matvec_q2_k, S::matmul_tiled_q2_k, S::matmul_coopmat_q2_k,
+     S::matvec_block_q2_k},
+    {G::Q3_K, S::embed_q3_k, S::matvec_q3_k, S::matmul_tiled_q3_k, S::matmul_coopmat_q3_k,
+     S::matvec_block_q3_k},
+    {G::Q4_K, S::embed_q4_k, S::matvec_q4_k, S::matmul_tiled_q4_k, S::matmul_coopmat_q4_k,
+     S::matvec_block_q4_k},
+    {G::Q5_K, S::embed_q5_k, S::matvec_q5_k, S::matmul_tiled_q5_k, S::matmul_coopmat_q5_k,
+     S::matvec_block_q5_k},
+    {G::Q6_K, S::embed_q6_k, S::matvec_q6_k, S::matmul_tiled_q6_k, S::matmul_coopmat_q6_k,
+     S::matvec_block_q6_k},
 };
 
 }  // namespace
@@ -40,11 +52,20 @@ ShaderId weight_shader(WeightKernel kernel, model::GgmlType type) {
     switch (kernel) {
       case WeightKernel::embed: return v.embed;
       case WeightKernel::matvec: return v.matvec;
+      case WeightKernel::matvec_block:
+        if (v.matvec_block) return *v.matvec_block;
+        fail("vk: weights of type ", model::type_name(type), " have no block-wise matvec kernel");
       case WeightKernel::matmul_tiled: return v.matmul_tiled;
       case WeightKernel::matmul_coopmat: return v.matmul_coopmat;
     }
   }
   fail("vk: weights of type ", model::type_name(type), " are not supported by the Vulkan kernels");
+}
+
+bool has_weight_shader(WeightKernel kernel, model::GgmlType type) {
+  for (const auto& v : k_variants)
+    if (v.type == type) return kernel != WeightKernel::matvec_block || v.matvec_block.has_value();
+  return false;
 }
 
 uint32_t to_u32(int64_t v, const char* what) {
