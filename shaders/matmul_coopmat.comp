@@ -4,10 +4,11 @@
 //   y[t, out_row0 + r] = dot(weight row r, x[t, :])   C[M=tokens, N=rows] = X[M, K] * W[N, K]^T, K % 4 == 0.
 //
 // Tiling: a workgroup of 4 subgroups (local size = 4 x the subgroup size, spec constant 0; the host pins the
-// subgroup size and requires full subgroups) computes a 64 x 64 tile of C; subgroup s owns the 32 x 32 quarter
-// (s / 2, s % 2) as 2 x 2 accumulator fragments. K advances in steps of BK = 32: X[64, 32] (converted to f16) and the
-// dequantized W[64, 32] (f16) are staged in shared memory, both row-major by their M / N index with a padded stride
-// LDS, so W's tile read column-major is exactly B = W^T [K, N]. Results go through a per-subgroup 16 x 16 f32
+// subgroup size and requires full subgroups) computes a BM x BN tile of C (spec constants 1 and 2, multiples of
+// 32); subgroup s owns the (BM/2) x (BN/2) quarter (s / 2, s % 2) as (BM/32) x (BN/32) accumulator fragments, so
+// each staged element feeds BM/32 or BN/32 matrix multiply-adds. K advances in steps of BK = 32: X[BM, 32]
+// (converted to f16) and the dequantized W[BN, 32] (f16) are staged in shared memory, both row-major by their M / N
+// index with a padded stride LDS, so W's tile read column-major is exactly B = W^T [K, N]. Results go through a per-subgroup 16 x 16 f32
 // staging tile so that partial tiles at the matrix edges are written with bounds checks.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -23,7 +24,10 @@ layout(push_constant) uniform Push {
 } pc;
 #include "dequant.glsl"
 
-const uint BM = 64, BN = 64, BK = 32;
+layout(constant_id = 1) const uint BM = 64;
+layout(constant_id = 2) const uint BN = 64;
+const uint BK = 32;
+const uint FM = BM / 32, FN = BN / 32;  // fragments per subgroup along M and N
 const uint LDS = BK + 8;  // f16 elements per staged row: 80 bytes, keeps fragment loads 16-byte aligned
 shared float16_t xs[BM * LDS];
 shared float16_t ws[BN * LDS];
@@ -37,9 +41,8 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint sg = gl_SubgroupID, sm = sg / 2, sn = sg % 2;
   const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
-  FRAG_C acc[2][2];
-  for (uint i = 0; i < 2; ++i)
-    for (uint j = 0; j < 2; ++j) acc[i][j] = FRAG_C(0.0);
+  FRAG_C acc[FM * FN];
+  for (uint i = 0; i < FM * FN; ++i) acc[i] = FRAG_C(0.0);
 
   for (uint k0 = 0; k0 < pc.cols; k0 += BK) {
     for (uint item = tid; item < BN * (BK / 4); item += wg) {
@@ -61,25 +64,25 @@ void main() {
     }
     barrier();
     for (uint ks = 0; ks < BK; ks += 16) {
-      FRAG_A a[2];
-      FRAG_B b[2];
-      for (uint i = 0; i < 2; ++i)
-        coopMatLoad(a[i], xs, (sm * 32 + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
-      for (uint j = 0; j < 2; ++j)
-        coopMatLoad(b[j], ws, (sn * 32 + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
-      for (uint i = 0; i < 2; ++i)
-        for (uint j = 0; j < 2; ++j) acc[i][j] = coopMatMulAdd(a[i], b[j], acc[i][j]);
+      FRAG_A a[FM];
+      FRAG_B b[FN];
+      for (uint i = 0; i < FM; ++i)
+        coopMatLoad(a[i], xs, (sm * (BM / 2) + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
+      for (uint j = 0; j < FN; ++j)
+        coopMatLoad(b[j], ws, (sn * (BN / 2) + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+      for (uint i = 0; i < FM; ++i)
+        for (uint j = 0; j < FN; ++j) acc[i * FN + j] = coopMatMulAdd(a[i], b[j], acc[i * FN + j]);
     }
     barrier();
   }
 
-  for (uint i = 0; i < 2; ++i)
-    for (uint j = 0; j < 2; ++j) {
-      coopMatStore(acc[i][j], cs, sg * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+  for (uint i = 0; i < FM; ++i)
+    for (uint j = 0; j < FN; ++j) {
+      coopMatStore(acc[i * FN + j], cs, sg * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {
-        const uint m = m0 + sm * 32 + i * 16 + e / 16, n = n0 + sn * 32 + j * 16 + e % 16;
+        const uint m = m0 + sm * (BM / 2) + i * 16 + e / 16, n = n0 + sn * (BN / 2) + j * 16 + e % 16;
         if (m < pc.n_tokens && n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = cs[sg * 256 + e];
       }
       subgroupBarrier();
