@@ -3,10 +3,10 @@
 // weight type (WTYPE_*): the same contract as matmul_tiled.comp,
 //   y[t, out_row0 + r] = dot(weight row r, x[t, :])   C[M=tokens, N=rows] = X[M, K] * W[N, K]^T, K % 4 == 0.
 //
-// Tiling: a workgroup of 4 subgroups (local size = 4 x the subgroup size, spec constant 0; the host pins the
-// subgroup size and requires full subgroups) computes a BM x BN tile of C (spec constants 1 and 2, multiples of
-// 32); subgroup s owns the (BM/2) x (BN/2) quarter (s / 2, s % 2) as (BM/32) x (BN/32) accumulator fragments, so
-// each staged element feeds BM/32 or BN/32 matrix multiply-adds. K advances in steps of BK = 32: X[BM, 32]
+// Tiling: a workgroup of WM x WN subgroups (spec constants 3 and 4; local size = WM * WN * the subgroup size, spec
+// constant 0; the host pins the subgroup size and requires full subgroups) computes a BM x BN tile of C (spec
+// constants 1 and 2); subgroup s owns the (BM/WM) x (BN/WN) block (s / WN, s % WN) as FM x FN accumulator
+// fragments of 16 x 16, so each staged element feeds FM or FN matrix multiply-adds. K advances in steps of BK = 32: X[BM, 32]
 // (converted to f16) and the dequantized W[BN, 32] (f16) are staged in shared memory, both row-major by their M / N
 // index with a padded stride LDS, so W's tile read column-major is exactly B = W^T [K, N]. Results go through a per-subgroup 16 x 16 f32
 // staging tile so that partial tiles at the matrix edges are written with bounds checks.
@@ -26,12 +26,15 @@ layout(push_constant) uniform Push {
 
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
+layout(constant_id = 3) const uint WM = 2;
+layout(constant_id = 4) const uint WN = 2;
 const uint BK = 32;
-const uint FM = BM / 32, FN = BN / 32;  // fragments per subgroup along M and N
+const uint SM = BM / WM, SN = BN / WN;  // one subgroup's block of C
+const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N
 const uint LDS = BK + 8;  // f16 elements per staged row: 80 bytes, keeps fragment loads 16-byte aligned
 shared float16_t xs[BM * LDS];
 shared float16_t ws[BN * LDS];
-shared float cs[4 * 256];
+shared float cs[WM * WN * 256];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -39,7 +42,7 @@ shared float cs[4 * 256];
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  const uint sg = gl_SubgroupID, sm = sg / 2, sn = sg % 2;
+  const uint sg = gl_SubgroupID, sm = sg / WN, sn = sg % WN;
   const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
   FRAG_C acc[FM * FN];
   for (uint i = 0; i < FM * FN; ++i) acc[i] = FRAG_C(0.0);
@@ -67,9 +70,9 @@ void main() {
       FRAG_A a[FM];
       FRAG_B b[FN];
       for (uint i = 0; i < FM; ++i)
-        coopMatLoad(a[i], xs, (sm * (BM / 2) + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(a[i], xs, (sm * SM + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
       for (uint j = 0; j < FN; ++j)
-        coopMatLoad(b[j], ws, (sn * (BN / 2) + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+        coopMatLoad(b[j], ws, (sn * SN + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
       for (uint i = 0; i < FM; ++i)
         for (uint j = 0; j < FN; ++j) acc[i * FN + j] = coopMatMulAdd(a[i], b[j], acc[i * FN + j]);
     }
@@ -82,7 +85,7 @@ void main() {
       subgroupMemoryBarrierShared();
       subgroupBarrier();
       for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {
-        const uint m = m0 + sm * (BM / 2) + i * 16 + e / 16, n = n0 + sn * (BN / 2) + j * 16 + e % 16;
+        const uint m = m0 + sm * SM + i * 16 + e / 16, n = n0 + sn * SN + j * 16 + e % 16;
         if (m < pc.n_tokens && n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = cs[sg * 256 + e];
       }
       subgroupBarrier();

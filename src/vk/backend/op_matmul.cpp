@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -20,6 +22,21 @@ constexpr int64_t kMatvecMaxTokens = 4;
 bool coopmat_usable(const OpEncoder& e, model::GgmlType type) {
   return e.has_coopmat_f16() && shader_available(weight_shader(WeightKernel::matmul_coopmat, type)) &&
          4 * e.info().subgroup_size <= e.info().max_workgroup_invocations;
+}
+
+struct CoopmatTile {
+  uint32_t bm = 64, bn = 64, wm = 2, wn = 2;
+};
+
+CoopmatTile coopmat_tile_from_env() {
+  CoopmatTile t;
+  const char* v = std::getenv("GRETA_VK_COOPMAT_TILE");
+  if (!v || !*v) return t;
+  unsigned bm = 0, bn = 0, wm = 0, wn = 0;
+  if (std::sscanf(v, "%ux%ux%ux%u", &bm, &bn, &wm, &wn) != 4 || wm == 0 || wn == 0 || bm % (16 * wm) != 0 ||
+      bn % (16 * wn) != 0 || bm > 256 || bn > 256)
+    fail("GRETA_VK_COOPMAT_TILE=", v, ": expected BMxBNxWMxWN with BM a multiple of 16*WM and BN of 16*WN, <= 256");
+  return {bm, bn, wm, wn};
 }
 
 struct MatmulPush {
@@ -78,15 +95,18 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
                  {(push.rows + kTile - 1) / kTile, (push.n_tokens + kTile - 1) / kTile, 1});
       e.note_variant(shader_blob(id).name);
     } else {
-      // 64 x 64 tiles: on the H100, 128 x 128 (16 fragments per subgroup, 4x fewer workgroups) measured slower
-      // (12.9 vs 20.0 TFLOP/s at 512x4096x4096 f16, vk_gemm_bench): this kernel is bound by staging, not by MMAs.
-      const uint32_t bm = 64, bn = 64;
+      // Tile (BM x BN) and subgroup grid (WM x WN): 64 x 64 on 2 x 2 subgroups by default. On the H100 (512x4096x4096,
+      // f16 / q4_0 TFLOP/s) 64x64x2x2: 20.2 / 25.8; 128x128x2x2: 12.9 / -; 128x128x2x4: 18.8 / 23.0; 64x128x2x4:
+      // 25.2 / 26.2; 128x128x4x4: 25.2 / 26.9 -- all within 1.3x: the kernel is bound by staging (dequant, f16
+      // conversion, scalar shared stores), not by the tile shape. GRETA_VK_COOPMAT_TILE=BMxBNxWMxWN overrides it.
+      CoopmatTile tile = coopmat_tile_from_env();
+      const uint32_t bm = tile.bm, bn = tile.bn;
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
       if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
       const ShaderId id = weight_shader(WeightKernel::matmul_coopmat, w.type);
-      const auto& p = e.pipeline(id, {{0, 4 * sg}, {1, bm}, {2, bn}}, options);
+      const auto& p = e.pipeline(id, {{0, tile.wm * tile.wn * sg}, {1, bm}, {2, bn}, {3, tile.wm}, {4, tile.wn}}, options);
       e.dispatch(p, {weights, in, out}, as_push(push), {(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm, 1});
       e.note_variant(shader_blob(id).name);
     }

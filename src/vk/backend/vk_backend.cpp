@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -221,7 +222,22 @@ private:
     const auto& ops = p.plan().ops;
     slot->record([&](Recorder& r) {
       OpEncoder e(r, resources);
+      // Barriers only where an op depends on one since the last barrier (read-after-write, write-after-read,
+      // write-after-write on a plan buffer): independent ops (Q, K and V projections, gate and up, the K and V
+      // cache writes) run concurrently. Weights are never written, so only plan buffers are tracked.
+      std::set<engine::BufferId> written, read;
       for (size_t i = range.begin; i < range.end; ++i) {
+        const engine::BufferId out = engine::written_region(ops[i], engine::StepInput{}).buffer;
+        const std::vector<engine::BufferId> in = engine::read_buffers(ops[i]);
+        bool hazard = written.count(out) || read.count(out);
+        for (engine::BufferId b : in) hazard = hazard || written.count(b);
+        if (hazard) {
+          r.barrier();
+          written.clear();
+          read.clear();
+        }
+        written.insert(out);
+        read.insert(in.begin(), in.end());
         e.begin_op(i, &p.variants[i]);
         std::visit(
             [&](const auto& op) {
@@ -237,7 +253,6 @@ private:
               else encode_add(e, op);
             },
             ops[i].op);
-        r.barrier();  // every op reads what earlier ops wrote
       }
     });
     context_->queue().wait_all();  // constant buffers uploaded while encoding
