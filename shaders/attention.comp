@@ -7,14 +7,20 @@
 // d, d + WG, ... (head_dim_v <= 4 * WG, checked by the host) over the block's keys.
 // Layouts: q [n_tokens, n_heads, head_dim], k_cache [ctx, n_kv_heads, head_dim], v_cache [ctx, n_kv_heads,
 // head_dim_v], out [n_tokens, n_heads, head_dim_v], all f32.
+//
+// Split keys (decode, where (token, head) pairs alone are too few workgroups to fill a GPU): with split_keys > 0,
+// workgroup (x, y) handles keys [y * split_keys, (y + 1) * split_keys) of (token, head) x and writes its unnormalised
+// partial result to `partials` [n_tokens * n_heads, n_splits, head_dim_v + 2] = (acc[0..head_dim_v), m, l) instead
+// of `out`; attention_combine.comp merges the splits (a split past the token's position writes m = -inf, l = 0).
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { float q[]; };
 layout(binding = 1) readonly buffer K { float k_cache[]; };
 layout(binding = 2) readonly buffer V { float v_cache[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };
+layout(binding = 5) writeonly buffer Partials { float partials[]; };
 layout(push_constant) uniform Push {
-  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale;
+  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
 } pc;
 
 const uint MAX_HEAD_DIM = 512;
@@ -56,40 +62,69 @@ void main() {
   for (uint th = gl_WorkGroupID.x; th < pc.n_tokens * pc.n_heads; th += gl_NumWorkGroups.x) {
     const uint t = th / pc.n_heads, h = th - t * pc.n_heads, g = h / group;
     const uint len = uint(positions[t]) + 1;
+    const uint split = gl_WorkGroupID.y;
+    const uint key_begin = pc.split_keys > 0 ? split * pc.split_keys : 0;
+    const uint key_end = pc.split_keys > 0 ? min(len, key_begin + pc.split_keys) : len;
     for (uint i = tid; i < pc.head_dim; i += wg) qs[i] = q[th * pc.head_dim + i];
     barrier();
 
     float m = -1.0 / 0.0, l = 0.0;
     float acc[DIMS_PER_INVOCATION];
     for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) acc[i] = 0.0;
-    for (uint j0 = 0; j0 < len; j0 += wg) {
+    for (uint j0 = key_begin; j0 < key_end; j0 += wg) {
       const uint j = j0 + tid;
       float s = -1.0 / 0.0;
-      if (j < len) {
+      if (j < key_end) {
         const uint kb = j * k_stride + g * pc.head_dim;
-        float dot_qk = 0.0;
-        for (uint i = 0; i < pc.head_dim; ++i) dot_qk += qs[i] * k_cache[kb + i];
+        // Four independent partial sums: the loads of one key row overlap instead of forming one long chain.
+        vec4 dot4 = vec4(0.0);
+        uint i = 0;
+        for (; i + 4 <= pc.head_dim; i += 4)
+          dot4 += vec4(qs[i], qs[i + 1], qs[i + 2], qs[i + 3]) *
+                  vec4(k_cache[kb + i], k_cache[kb + i + 1], k_cache[kb + i + 2], k_cache[kb + i + 3]);
+        float dot_qk = (dot4.x + dot4.y) + (dot4.z + dot4.w);
+        for (; i < pc.head_dim; ++i) dot_qk += qs[i] * k_cache[kb + i];
         s = dot_qk * pc.scale;
       }
       const float m_new = max(m, reduce_max(s));
-      const float p = j < len ? exp(s - m_new) : 0.0;
+      const float p = j < key_end ? exp(s - m_new) : 0.0;
       probs[tid] = p;
       const float correction = exp(m - m_new);  // 0 on the first block (m = -inf)
       l = l * correction + reduce_sum(p);        // reduce_sum's barriers also publish probs[]
       m = m_new;
-      const uint block = min(wg, len - j0);
+      const uint block = min(wg, key_end - j0);
       for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
         const uint d = tid + i * wg;
         if (d >= pc.head_dim_v) break;
-        float a = acc[i] * correction;
-        for (uint jj = 0; jj < block; ++jj) a += probs[jj] * v_cache[(j0 + jj) * v_stride + g * pc.head_dim_v + d];
-        acc[i] = a;
+        // Four keys per step into independent partial sums (latency of the V loads overlaps).
+        const uint vb = j0 * v_stride + g * pc.head_dim_v + d;
+        vec4 a4 = vec4(0.0);
+        uint jj = 0;
+        for (; jj + 4 <= block; jj += 4)
+          a4 += vec4(probs[jj], probs[jj + 1], probs[jj + 2], probs[jj + 3]) *
+                vec4(v_cache[vb + jj * v_stride], v_cache[vb + (jj + 1) * v_stride], v_cache[vb + (jj + 2) * v_stride],
+                     v_cache[vb + (jj + 3) * v_stride]);
+        float a = (a4.x + a4.y) + (a4.z + a4.w);
+        for (; jj < block; ++jj) a += probs[jj] * v_cache[vb + jj * v_stride];
+        acc[i] = acc[i] * correction + a;
       }
       barrier();  // probs[] is rewritten by the next block
     }
-    for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
-      const uint d = tid + i * wg;
-      if (d < pc.head_dim_v) o[th * pc.head_dim_v + d] = acc[i] / l;
+    if (pc.split_keys == 0) {
+      for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
+        const uint d = tid + i * wg;
+        if (d < pc.head_dim_v) o[th * pc.head_dim_v + d] = acc[i] / l;
+      }
+    } else {
+      const uint base = (th * gl_NumWorkGroups.y + split) * (pc.head_dim_v + 2);
+      for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) {
+        const uint d = tid + i * wg;
+        if (d < pc.head_dim_v) partials[base + d] = acc[i];
+      }
+      if (tid == 0) {
+        partials[base + pc.head_dim_v] = m;  // -inf for a split with no keys
+        partials[base + pc.head_dim_v + 1] = l;
+      }
     }
     barrier();  // qs[] is rewritten by the next (token, head)
   }

@@ -1,5 +1,7 @@
 #include "vk/backend/encoder.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 
 namespace greta::vk {
@@ -19,6 +21,11 @@ BufferSpan OpEncoder::constant_buffer(const std::vector<float>& values, const st
   Buffer b = res_.allocator->create_buffer(values.size() * sizeof(float), MemoryUse::device, name);
   res_.transfer->upload(b, values);
   res_.constants->push_back(std::move(b));
+  return res_.constants->back().span();
+}
+
+BufferSpan OpEncoder::scratch_buffer(uint64_t bytes, const std::string& name) {
+  res_.constants->push_back(res_.allocator->create_buffer(std::max<uint64_t>(bytes, 4), MemoryUse::device, name));
   return res_.constants->back().span();
 }
 

@@ -65,11 +65,15 @@ public:
   const DeviceWeight& weight(engine::WeightId id) const;
   // A device buffer holding `values`, alive as long as the prepared plan (RoPE frequency tables).
   BufferSpan constant_buffer(const std::vector<float>& values, const std::string& name);
+  // An uninitialised device buffer of `bytes`, alive as long as the prepared plan (attention's split partials).
+  BufferSpan scratch_buffer(uint64_t bytes, const std::string& name);
 
   const ComputePipeline& pipeline(ShaderId id, std::initializer_list<SpecConstant> spec = {},
                                   const PipelineOptions& options = {});
   void dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers, std::span<const std::byte> push,
                 std::array<uint32_t, 3> groups);
+  // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
+  void barrier() { recorder_->barrier(); }
   // Workgroups for a grid-stride loop over `items` with `local` invocations each, capped at the device limit.
   uint32_t groups_for(uint64_t items, uint32_t local) const;
   // Records which kernel the op used (shown by describe_kernels).

@@ -1,7 +1,11 @@
 // Attention in flash-attention form (online softmax, no [n x n] scores in memory):
 //   prefill (>= 16 tokens), head dim a multiple of 16 up to 128, device with f16 cooperative matrices, and the
 //   model not an F32 one: attention_coopmat (16 queries x 32 keys per step on matrix cores; f16 Q, K, P, V)
-//   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout.
+//   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout; for decode (<= 4 tokens) the
+//   keys are also split over workgroups (at most 64 splits of >= 64 keys, over the whole context since the length
+//   is only known on the device) and attention_combine merges the partial results.
+#include <algorithm>
+
 #include "core/error.h"
 #include "vk/backend/encoder.h"
 
@@ -13,9 +17,12 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     fail("vk: attention with head dim ", op.head_dim, " / ", op.head_dim_v, " is not supported (at most 256)");
   GRETA_CHECK(op.n_kv_heads > 0 && op.n_heads % op.n_kv_heads == 0);
   to_u32(op.ctx * op.n_kv_heads * std::max(op.head_dim, op.head_dim_v), "kv cache elements");
-  const struct { uint32_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v; float scale; } push{
-      to_u32(op.n_tokens, "tokens"), to_u32(op.n_heads, "heads"), to_u32(op.n_kv_heads, "kv heads"),
-      to_u32(op.head_dim, "head dim"), to_u32(op.head_dim_v, "head dim v"), op.scale};
+  struct Push {
+    uint32_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+    float scale;
+  };
+  const Push push{to_u32(op.n_tokens, "tokens"), to_u32(op.n_heads, "heads"), to_u32(op.n_kv_heads, "kv heads"),
+                  to_u32(op.head_dim, "head dim"), to_u32(op.head_dim_v, "head dim v"), op.scale};
   const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
                        shader_available(ShaderId::attention_coopmat_f16);
@@ -34,9 +41,29 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     return;
   }
   const auto& p = e.pipeline(ShaderId::attention_f32, {{0, kLocal}});
-  e.dispatch(p, {e.buffer(op.q), e.buffer(op.k_cache), e.buffer(op.v_cache), e.buffer(op.positions), e.buffer(op.out)},
-             as_push(push), {std::min<uint32_t>(push.n_tokens * push.n_heads, e.info().max_workgroup_count[0]), 1, 1});
-  e.note_variant("attention_f32");
+  const uint32_t rows = push.n_tokens * push.n_heads;
+  const uint32_t groups = std::min<uint32_t>(rows, e.info().max_workgroup_count[0]);
+  const struct { Push base; uint32_t split_keys; } whole{push, 0};
+  const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
+                   out = e.buffer(op.out);
+  const int64_t min_split = (op.ctx + 63) / 64;  // at most 64 splits
+  const int64_t split_keys = std::max<int64_t>(kLocal, (min_split + kLocal - 1) / kLocal * kLocal);
+  const int64_t n_splits = (op.ctx + split_keys - 1) / split_keys;
+  if (op.n_tokens > 4 || n_splits < 2 || n_splits > e.info().max_workgroup_count[1]) {
+    e.dispatch(p, {q, k, v, pos, out, out}, as_push(whole), {groups, 1, 1});  // `out` stands in for the partials
+    e.note_variant("attention_f32");
+    return;
+  }
+  const struct { Push base; uint32_t split_keys; } split{push, uint32_t(split_keys)};
+  const BufferSpan partials =
+      e.scratch_buffer(uint64_t(rows) * uint64_t(n_splits) * uint64_t(op.head_dim_v + 2) * 4, "attention partials");
+  e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(n_splits), 1});
+  e.barrier();
+  const struct { uint32_t rows, n_splits, head_dim_v; } combine{rows, uint32_t(n_splits), push.head_dim_v};
+  const auto& c = e.pipeline(ShaderId::attention_combine_f32, {{0, kElementwiseWorkgroup}});
+  e.dispatch(c, {partials, out}, as_push(combine),
+             {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
+  e.note_variant(cat("attention_f32 (", n_splits, " key splits of ", split_keys, ") + attention_combine_f32"));
 }
 
 }  // namespace greta::vk
