@@ -3,16 +3,17 @@
 // as matvec.comp (y[t, out_row0 + r] = dot(weight row r, x[t, :]) for the `rows` rows bound at binding 0 and every
 // token t = gl_WorkGroupID.y; row groups are a grid-stride loop) for rows whose length is a multiple of 32.
 //
-// Work split: a row is cut into 32-element units (one legacy block, or one eighth of a 256-element K-quant
-// super-block). A workgroup of WG invocations (spec constant 0, a multiple of the subgroup size) owns ROWS
-// consecutive rows (spec constant 1, <= 8); invocation i takes units i, i + WG, ... of all ROWS rows. Per unit it
-// loads the unit's 32 activations once (8 vec4, reused by every row), then per row reads the unit's quantized words
-// and the scales they need exactly once, with aligned 32-bit loads (blocks of 18/22/34/110/210 bytes start at even
-// bytes: the words covering the block are read and shifted by 16 bits where the block starts mid-word), and adds
-// scale * dot(codes, x) to an f32 partial sum. Codes become floats exactly through the 2^23 trick: the bits
+// Work split: a row is cut into slots of 8 elements (a quarter of a 32-element legacy block) or 16 (a sixteenth of a
+// 256-element K-quant super-block). A workgroup of WG invocations (spec constant 0, a multiple of the subgroup size)
+// owns ROWS consecutive rows (spec constant 1, <= 8); invocation i takes slots i, i + WG, ... of all ROWS rows.
+// Slots are numbered so that neighbouring invocations read neighbouring activations (a subgroup's vec4 loads cover
+// whole 64- or 128-byte runs) and neighbouring weight bytes. Per slot an invocation loads its activations once
+// (MV_NX vec4, reused by every row), then per row reads its code words and the scales they need with 32-bit loads
+// (blocks of 18/22/34/110/210 bytes start at even bytes: a word that starts mid-word is put together from two), and
+// adds scale * dot(codes, x) to an f32 partial sum. Codes become floats exactly through the 2^23 trick: the bits
 // 0x4B000000 | byte are the float 2^23 + byte, so one OR and one subtraction (which also removes the code's offset,
-// e.g. the 8 of Q4_0) replace an integer-to-float conversion. Partial sums are reduced with subgroupAdd, then
-// across subgroups through shared memory, as in matvec.comp.
+// e.g. the 8 of Q4_0) replace an integer-to-float conversion. Partial sums are reduced with subgroupAdd, then across
+// subgroups through shared memory, as in matvec.comp.
 //
 // Results equal the reference's f32 dot products up to rounding (sums taken in another order, scales applied per
 // block or sub-block); tests/vk/vk_ops_test.cpp holds them to NMSE <= 1e-9.
@@ -20,7 +21,7 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint ROWS = 4;
+layout(constant_id = 1) const uint ROWS = 2;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
 layout(binding = 2) writeonly buffer Y { float y[]; };
@@ -37,11 +38,21 @@ shared float partial[MAX_ROWS * MAX_SUBGROUPS];
 vec4 mv_bytes(uint w, float bias) {
   return uintBitsToFloat(((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu) | 0x4B000000u) - (8388608.0 + bias);
 }
+// v < 2^23 as a float, the same way.
+float mv_float(uint v) { return uintBitsToFloat(v | 0x4B000000u) - 8388608.0; }
 
 // Bits 0..3 of n spread to bit 0 of bytes 0..3 (the four products do not overlap, so no carries).
 uint mv_spread4(uint n) { return (n * 0x00204081u) & 0x01010101u; }
 
-// Bytes b..b+7 (b even) as two words, reading only the words that hold them.
+// The f16 at even byte b.
+float mv_f16(uint b) { return unpackHalf2x16(weight_words[b >> 2] >> ((b & 2u) * 8u)).x; }
+
+// Bytes b..b+3 / b..b+7 (b even), reading only the words that hold them.
+uint mv_load4(uint b) {
+  const uint w = b >> 2, v0 = weight_words[w];
+  if ((b & 2u) == 0u) return v0;
+  return (v0 >> 16) | (weight_words[w + 1u] << 16);
+}
 uvec2 mv_load8(uint b) {
   const uint w = b >> 2;
   const uint v0 = weight_words[w], v1 = weight_words[w + 1u];
@@ -53,118 +64,89 @@ uvec2 mv_load8(uint b) {
 // Byte n (0..7) of the 8 bytes in v.
 uint mv_byte(uvec2 v, uint n) { return (v[n >> 2] >> (8u * (n & 3u))) & 0xFFu; }
 
-// ---- per type: the unit's activations (x4 index of its k-th vec4, k < 8), their sums, the unit's dot product ----
-// mv_xsum(xs): the sums of x that the type's offsets/mins multiply (computed once per unit, shared by the rows).
-// mv_unit_dot(row_byte, u, xs, xsum): dot(weights of unit u of the row at row_byte, the unit's activations).
+float mv_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
+
+// ---- per type ----------------------------------------------------------------------------------------------------
+//   MV_SLOT_SHIFT                       log2(elements per slot)
+//   MV_NX                               vec4 of activations per slot
+//   uint mv_x4(s, j)                    x4 index (within the token's row) of slot s's j-th vec4
+//   vec4 mv_xsum(xs)                    the sums of x that the type's mins multiply (once per slot, shared by rows)
+//   float mv_slot_dot(row_byte, s, xs, xsum)   dot(slot s of the row at byte row_byte, the slot's activations)
 
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q8_0)
-// Legacy blocks: unit = block u; x element 4k + i of the block = component i of xs[k].
-#define MV_UNITS_PER_BLOCK 1u
-uint mv_x4(uint u, uint k) { return 8u * u + k; }
+// Legacy 32-element blocks: slot s = quarter k = s % 4 of block u = s / 4; xs[0] = elements 4k..4k+3 of the block,
+// xs[1] = elements 16 + 4k .. 16 + 4k + 3 (for the 4-bit types the low and high nibbles of code word k).
+#define MV_SLOT_SHIFT 3u
+#define MV_NX 2
+uint mv_x4(uint s, uint j) { return 8u * (s >> 2) + (s & 3u) + 4u * j; }
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
-vec4 mv_xsum(const vec4 xs[8]) {
-  vec4 s = xs[0];
-  for (uint k = 1; k < 8; ++k) s += xs[k];
-  return vec4(s.x + s.y + s.z + s.w, 0.0, 0.0, 0.0);
-}
+vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0] + xs[1]), 0.0, 0.0, 0.0); }
 #else
-vec4 mv_xsum(const vec4 xs[8]) { return vec4(0.0); }
-#endif
-
-#if defined(WTYPE_Q4_0) || defined(WTYPE_Q5_0) || defined(WTYPE_Q8_0)
-// 18 / 22 / 34-byte blocks (4N - 2 bytes) start at byte 0 or 2 of a word: the N words v[0..N) cover the block either
-// way. Bytes 2 + 4k .. 5 + 4k of the block (the k-th word after the f16 d):
-#define MV_HW(k) (odd ? v[(k) + 1] : (v[k] >> 16) | (v[(k) + 1] << 16))
+vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(0.0); }
 #endif
 
 #if defined(WTYPE_Q4_0)
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint b = row_byte + 18u * u, w = b >> 2;
-  const bool odd = (b & 2u) != 0u;
-  uint v[5];
-  for (uint i = 0; i < 5u; ++i) v[i] = weight_words[w + i];
-  const float d = unpackHalf2x16(odd ? v[0] >> 16 : v[0]).x;
-  float s = 0.0;
-  for (uint k = 0; k < 4u; ++k) {
-    const uint q = MV_HW(k);  // qs[4k..4k+3]: lo nibbles = elements 4k.., hi nibbles = elements 16 + 4k..
-    s += dot(mv_bytes(q & 0x0F0F0F0Fu, 8.0), xs[k]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 8.0), xs[k + 4u]);
-  }
-  return d * s;
-}
-
-#elif defined(WTYPE_Q5_0)
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint b = row_byte + 22u * u, w = b >> 2;
-  const bool odd = (b & 2u) != 0u;
-  uint v[6];
-  for (uint i = 0; i < 6u; ++i) v[i] = weight_words[w + i];
-  const float d = unpackHalf2x16(odd ? v[0] >> 16 : v[0]).x;
-  const uint qh = MV_HW(0);
-  float s = 0.0;
-  for (uint k = 0; k < 4u; ++k) {
-    const uint q = MV_HW(k + 1u);
-    const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
-    const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-    s += dot(mv_bytes(lo, 16.0), xs[k]) + dot(mv_bytes(hi, 16.0), xs[k + 4u]);
-  }
-  return d * s;
-}
-
-#elif defined(WTYPE_Q8_0)
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint b = row_byte + 34u * u, w = b >> 2;
-  const bool odd = (b & 2u) != 0u;
-  uint v[9];
-  for (uint i = 0; i < 9u; ++i) v[i] = weight_words[w + i];
-  const float d = unpackHalf2x16(odd ? v[0] >> 16 : v[0]).x;
-  float s = 0.0;
-  for (uint k = 0; k < 8u; ++k) s += dot(mv_bytes(MV_HW(k) ^ 0x80808080u, 128.0), xs[k]);  // int8 + 128
-  return d * s;
+// 18 bytes: f16 d | qs[16].                                                                  w = (q - 8) * d
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint b = row_byte + 18u * (s >> 2);
+  const uint q = mv_load4(b + 2u + 4u * (s & 3u));
+  return mv_f16(b) * (dot(mv_bytes(q & 0x0F0F0F0Fu, 8.0), xs[0]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 8.0), xs[1]));
 }
 
 #elif defined(WTYPE_Q4_1)
-// 20-byte blocks: rows are whole words, so every block is word-aligned.
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint w = (row_byte + 20u * u) >> 2;
+// 20 bytes (rows are whole words, so blocks are word-aligned): f16 d, f16 m | qs[16].       w = q * d + m
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint w = (row_byte + 20u * (s >> 2)) >> 2;
   const vec2 dm = unpackHalf2x16(weight_words[w]);
-  float s = 0.0;
-  for (uint k = 0; k < 4u; ++k) {
-    const uint q = weight_words[w + 1u + k];
-    s += dot(mv_bytes(q & 0x0F0F0F0Fu, 0.0), xs[k]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 0.0), xs[k + 4u]);
-  }
-  return dm.x * s + dm.y * xsum.x;
+  const uint q = weight_words[w + 1u + (s & 3u)];
+  return dm.x * (dot(mv_bytes(q & 0x0F0F0F0Fu, 0.0), xs[0]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 0.0), xs[1])) +
+         dm.y * xsum.x;
 }
 
-#elif defined(WTYPE_Q5_1)
-// 24-byte blocks, word-aligned.
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint w = (row_byte + 24u * u) >> 2;
+#elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+// Q5_0, 22 bytes: f16 d | qh (u32) | qs[16].                                                  w = (q - 16) * d
+// Q5_1, 24 bytes (word-aligned): f16 d, f16 m | qh | qs[16].                                  w = q * d + m
+// Fifth bit of element j: bit j of qh.
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint k = s & 3u;
+#if defined(WTYPE_Q5_0)
+  const uint b = row_byte + 22u * (s >> 2);
+  const uint qh = mv_load4(b + 2u), q = mv_load4(b + 6u + 4u * k);
+  const float bias = 16.0;
+#else
+  const uint w = (row_byte + 24u * (s >> 2)) >> 2;
+  const uint qh = weight_words[w + 1u], q = weight_words[w + 2u + k];
+  const float bias = 0.0;
+#endif
+  const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
+  const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
+  const float dot_q = dot(mv_bytes(lo, bias), xs[0]) + dot(mv_bytes(hi, bias), xs[1]);
+#if defined(WTYPE_Q5_0)
+  return mv_f16(b) * dot_q;
+#else
   const vec2 dm = unpackHalf2x16(weight_words[w]);
-  const uint qh = weight_words[w + 1u];
-  float s = 0.0;
-  for (uint k = 0; k < 4u; ++k) {
-    const uint q = weight_words[w + 2u + k];
-    const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
-    const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-    s += dot(mv_bytes(lo, 0.0), xs[k]) + dot(mv_bytes(hi, 0.0), xs[k + 4u]);
-  }
-  return dm.x * s + dm.y * xsum.x;
+  return dm.x * dot_q + dm.y * xsum.x;
+#endif
+}
+
+#elif defined(WTYPE_Q8_0)
+// 34 bytes: f16 d | int8 qs[32]; quarter k holds code words k and k + 4.                     w = qs * d
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint b = row_byte + 34u * (s >> 2), qb = b + 2u + 4u * (s & 3u);
+  const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;  // int8 + 128
+  return mv_f16(b) * (dot(mv_bytes(q0, 128.0), xs[0]) + dot(mv_bytes(q1, 128.0), xs[1]));
 }
 #endif
 
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-// Unit u = super-block u / 8, sub = u % 8: chunk c = sub / 2 (64 elements, sub-blocks 2c and 2c + 1), half hh = sub % 2:
-// elements 64c + 16hh + (0..15) (low nibbles of qs[32c + 16hh ..][16]) and 64c + 32 + 16hh + (0..15) (high nibbles
-// of the same bytes). xs[0..4) are the first 16, xs[4..8) the second. Blocks (144 / 176 bytes) are word-aligned.
-#define MV_UNITS_PER_BLOCK 8u
-uint mv_x4(uint u, uint k) {
-  const uint sub = u & 7u;
-  return 64u * (u >> 3) + 16u * (sub >> 1) + 4u * (sub & 1u) + k + (k & 4u);
-}
-vec4 mv_xsum(const vec4 xs[8]) {
-  const vec4 a = xs[0] + xs[1] + xs[2] + xs[3], b = xs[4] + xs[5] + xs[6] + xs[7];
-  return vec4(a.x + a.y + a.z + a.w, b.x + b.y + b.z + b.w, 0.0, 0.0);
-}
+// Q4_K (144 bytes): f16 d, f16 dmin | scales[12] | qs[128].        Q5_K (176 bytes): ... | scales[12] | qh[32] | qs[128].
+// Word-aligned (rows are whole words). Slot s of super-block s / 16: chunk c = (s / 4) % 4 (64 elements, sub-blocks
+// 2c and 2c + 1 as the low and high nibbles of qs[32c ..][32]), k = s % 4: code words k and k + 4 of the chunk.
+// xs = elements 64c + 4k + (0, 16, 32, 48) .. + 3: word k lo, word k+4 lo, word k hi, word k+4 hi.
+#define MV_SLOT_SHIFT 4u
+#define MV_NX 4
+uint mv_x4(uint s, uint j) { return 16u * (s >> 2) + (s & 3u) + 4u * j; }
+vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0] + xs[1]), mv_sum(xs[2] + xs[3]), 0.0, 0.0); }
 #if defined(WTYPE_Q4_K)
 #define MV_BLOCK_WORDS 36u
 #define MV_QS_WORD 4u
@@ -172,125 +154,99 @@ vec4 mv_xsum(const vec4 xs[8]) {
 #define MV_BLOCK_WORDS 44u
 #define MV_QS_WORD 12u
 #endif
-// Byte n (0..11) of the scales.
-#define MV_SC(n) ((sw[(n) >> 2] >> (8u * ((n) & 3u))) & 0xFFu)
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint sub = u & 7u, c = sub >> 1, hh = sub & 1u;
-  const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (u >> 3);
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint c = (s >> 2) & 3u, k = s & 3u;
+  const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (s >> 4);
   const vec2 dm = unpackHalf2x16(weight_words[w]);
-  const uvec3 sw = uvec3(weight_words[w + 1u], weight_words[w + 2u], weight_words[w + 3u]);
-  uint q[4];
-  for (uint k = 0; k < 4u; ++k) q[k] = weight_words[w + MV_QS_WORD + 8u * c + 4u * hh + k];
+  const uint w1 = weight_words[w + 1u], w2 = weight_words[w + 2u], w3 = weight_words[w + 3u];
+  const uint q0 = weight_words[w + MV_QS_WORD + 8u * c + k], q1 = weight_words[w + MV_QS_WORD + 8u * c + k + 4u];
+  // Scale and min codes of sub-blocks 2c, 2c + 1 (unpack_scale_min_k4), two bytes at a time: bytes 2(c % 2) and
+  // 2(c % 2) + 1 of scales[0..4) & 63 (c < 2), or of scales[8..12) low / high nibbles with the top two bits of
+  // scales[0..4) / scales[4..8) above them (c >= 2).
+  const uint sh = 16u * (c & 1u);
+  const uint sc2 = c < 2u ? (w1 >> sh) & 0x3F3Fu : ((w3 >> sh) & 0x0F0Fu) | ((w1 >> (sh + 2u)) & 0x3030u);
+  const uint mn2 = c < 2u ? (w2 >> sh) & 0x3F3Fu : ((w3 >> (sh + 4u)) & 0x0F0Fu) | ((w2 >> (sh + 2u)) & 0x3030u);
+  uint lo0 = q0 & 0x0F0F0F0Fu, lo1 = q1 & 0x0F0F0F0Fu, hi0 = (q0 >> 4) & 0x0F0F0F0Fu, hi1 = (q1 >> 4) & 0x0F0F0F0Fu;
 #if defined(WTYPE_Q5_K)
-  uint qh[4];  // bit s of qh[l] = fifth bit of element l of sub-block s
-  for (uint k = 0; k < 4u; ++k) qh[k] = weight_words[w + 4u + 4u * hh + k];
+  // Fifth bit of element l of sub-block t: bit t of qh[l]; words k and k + 4 of qh hold l = 4k.. and 16 + 4k..
+  const uint h0 = weight_words[w + 4u + k] >> (2u * c), h1 = weight_words[w + 8u + k] >> (2u * c);
+  lo0 |= (h0 & 0x01010101u) << 4, lo1 |= (h1 & 0x01010101u) << 4;
+  hi0 |= (h0 & 0x02020202u) << 3, hi1 |= (h1 & 0x02020202u) << 3;
 #endif
-  // Scale and min codes of sub-blocks s0 = 2c and s1 = 2c + 1 (quant_blocks.h: unpack_scale_min_k4).
-  const uint s0 = 2u * c, s1 = s0 + 1u;
-  uint sc0, mn0, sc1, mn1;
-  if (c < 2u) {
-    sc0 = MV_SC(s0) & 63u, mn0 = MV_SC(s0 + 4u) & 63u;
-    sc1 = MV_SC(s1) & 63u, mn1 = MV_SC(s1 + 4u) & 63u;
-  } else {
-    sc0 = (MV_SC(s0 + 4u) & 0x0Fu) | ((MV_SC(s0 - 4u) >> 6) << 4), mn0 = (MV_SC(s0 + 4u) >> 4) | ((MV_SC(s0) >> 6) << 4);
-    sc1 = (MV_SC(s1 + 4u) & 0x0Fu) | ((MV_SC(s1 - 4u) >> 6) << 4), mn1 = (MV_SC(s1 + 4u) >> 4) | ((MV_SC(s1) >> 6) << 4);
-  }
-  float a = 0.0, b = 0.0;
-  for (uint k = 0; k < 4u; ++k) {
-    uint lo = q[k] & 0x0F0F0F0Fu, hi = (q[k] >> 4) & 0x0F0F0F0Fu;
-#if defined(WTYPE_Q5_K)
-    lo |= ((qh[k] >> s0) & 0x01010101u) << 4;
-    hi |= ((qh[k] >> s1) & 0x01010101u) << 4;
-#endif
-    a += dot(mv_bytes(lo, 0.0), xs[k]);
-    b += dot(mv_bytes(hi, 0.0), xs[k + 4u]);
-  }
-  return (dm.x * float(sc0)) * a - (dm.y * float(mn0)) * xsum.x + (dm.x * float(sc1)) * b -
-         (dm.y * float(mn1)) * xsum.y;
+  const float a = dot(mv_bytes(lo0, 0.0), xs[0]) + dot(mv_bytes(lo1, 0.0), xs[1]);
+  const float b = dot(mv_bytes(hi0, 0.0), xs[2]) + dot(mv_bytes(hi1, 0.0), xs[3]);
+  return (dm.x * mv_float(sc2 & 0xFFu)) * a - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
+         (dm.x * mv_float(sc2 >> 8)) * b - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
 }
-#undef MV_SC
 
 #elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
-// Unit u = super-block u / 8, sub = u % 8: half h = sub / 4, m = sub % 4: elements 128h + 32R + 8m + (0..7) for the
-// four runs R = 0..3 (the 2-bit interleaving of quant_blocks.h: all four sit in the same 8 code bytes, at shifts
-// 2R); xs[2R], xs[2R + 1] hold run R. Sub-block of run R: s = 8h + 2R + m / 2.
-#define MV_UNITS_PER_BLOCK 8u
-uint mv_x4(uint u, uint k) {
-  const uint sub = u & 7u;
-  return 64u * (u >> 3) + 32u * (sub >> 2) + 2u * (sub & 3u) + 8u * (k >> 1) + (k & 1u);
-}
+// 2-bit interleaving (quant_blocks.h): slot s of super-block s / 16: half h = (s / 8) % 2, n = s % 8: elements
+// 128h + 32R + 4n .. + 3 for the runs R = 0..3, all in the code bytes 4n..4n+3 of the half (at shifts 2R for the
+// 2-bit fields); xs[R] holds run R. Sub-block of run R: 8h + 2R + n / 4.
+#define MV_SLOT_SHIFT 4u
+#define MV_NX 4
+uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
 #if defined(WTYPE_Q2_K)
-vec4 mv_xsum(const vec4 xs[8]) {
-  vec4 r;
-  for (uint i = 0; i < 4u; ++i) {
-    const vec4 a = xs[2u * i] + xs[2u * i + 1u];
-    r[i] = a.x + a.y + a.z + a.w;
-  }
-  return r;
-}
+vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0]), mv_sum(xs[1]), mv_sum(xs[2]), mv_sum(xs[3])); }
 #else
-vec4 mv_xsum(const vec4 xs[8]) { return vec4(0.0); }
+vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(0.0); }
 #endif
 
 #if defined(WTYPE_Q2_K)
-// 84-byte blocks, word-aligned: scales[16] words 0..3, qs words 4..19, d/dmin word 20.
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint sub = u & 7u, h = sub >> 2, m = sub & 3u;
-  const uint w = (row_byte >> 2) + 21u * (u >> 3);
+// 84 bytes, word-aligned: scales[16] (lo: scale, hi: min) | qs[64] | f16 d | f16 dmin.      w = (d * sc) * q - dmin * mn
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint h = (s >> 3) & 1u, n = s & 7u;
+  const uint w = (row_byte >> 2) + 21u * (s >> 4);
   const vec2 dm = unpackHalf2x16(weight_words[w + 20u]);
   const uvec2 sw = uvec2(weight_words[w + 2u * h], weight_words[w + 2u * h + 1u]);  // scales[8h .. 8h + 8)
-  const uvec2 qw = uvec2(weight_words[w + 4u + 8u * h + 2u * m], weight_words[w + 5u + 8u * h + 2u * m]);
+  const uint q = weight_words[w + 4u + 8u * h + n];
   float r = 0.0;
   for (uint R = 0; R < 4u; ++R) {
-    const uint sm = mv_byte(sw, 2u * R + (m >> 1));
-    const uvec2 q = (qw >> (2u * R)) & 0x03030303u;
-    const float s = dot(mv_bytes(q.x, 0.0), xs[2u * R]) + dot(mv_bytes(q.y, 0.0), xs[2u * R + 1u]);
-    r += (dm.x * float(sm & 0x0Fu)) * s - (dm.y * float(sm >> 4)) * xsum[R];
+    const uint sm = mv_byte(sw, 2u * R + (n >> 2));
+    r += (dm.x * mv_float(sm & 0x0Fu)) * dot(mv_bytes((q >> (2u * R)) & 0x03030303u, 0.0), xs[R]) -
+         (dm.y * mv_float(sm >> 4)) * xsum[R];
   }
   return r;
 }
 
 #elif defined(WTYPE_Q3_K)
-// 110-byte blocks (start at byte 0 or 2 of a word): hmask[32] at 0, qs[64] at 32, scales[12] at 96, f16 d at 108.
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint sub = u & 7u, h = sub >> 2, m = sub & 3u;
-  const uint b = row_byte + 110u * (u >> 3);
-  const float d = read_f16(b + 108u);
-  const uvec2 hm = mv_load8(b + 8u * m);               // hmask[8m ..]: bit 4h + R = high bit of run R
-  const uvec2 qw = mv_load8(b + 32u + 32u * h + 8u * m);
-  const uvec2 sl = mv_load8(b + 96u);                  // scales[0..8): low nibbles (nibble h)
-  const uint shi = read_u32_unaligned(b + 104u);       // scales[8..12): high bits
+// 110 bytes (start at byte 0 or 2 of a word): hmask[32] | qs[64] | scales[12] | f16 d. Stored code v = low 2 bits |
+// hmask bit << 2, q = v - 4; 6-bit scale code of sub-block 8h + m: low nibble h of scales[m], high bits
+// 2 * (2h + m / 4) of scales[8 + m % 4]; sc = code - 32.                                      w = (d * sc) * q
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint h = (s >> 3) & 1u, n = s & 7u;
+  const uint b = row_byte + 110u * (s >> 4);
+  const uint hm = mv_load4(b + 4u * n) >> (4u * h);  // bit R of each byte: run R's high bit
+  const uint q = mv_load4(b + 32u + 32u * h + 4u * n);
+  const uvec2 sl = mv_load8(b + 96u);                // scales[0..8)
+  const uint shi = mv_load4(b + 104u);               // scales[8..12)
+  const float d = mv_f16(b + 108u);
   float r = 0.0;
   for (uint R = 0; R < 4u; ++R) {
-    const uint n = 2u * R + (m >> 1);  // s = 8h + n; s % 4 = n % 4, s / 4 = 2h + R / 2
-    const uint lo4 = (mv_byte(sl, n) >> (4u * h)) & 0x0Fu;
-    const uint hi2 = (shi >> (8u * (n & 3u) + 2u * (2u * h + (R >> 1)))) & 3u;
-    const int sc = int(lo4 | (hi2 << 4)) - 32;
-    const uvec2 v = ((qw >> (2u * R)) & 0x03030303u) | (((hm >> (4u * h + R)) & 0x01010101u) << 2);  // code + 4
-    const float s = dot(mv_bytes(v.x, 4.0), xs[2u * R]) + dot(mv_bytes(v.y, 4.0), xs[2u * R + 1u]);
-    r += (d * float(sc)) * s;
+    const uint m = 2u * R + (n >> 2);
+    const uint code = ((mv_byte(sl, m) >> (4u * h)) & 0x0Fu) | (((shi >> (8u * (m & 3u) + 4u * h + 2u * (R >> 1))) & 3u) << 4);
+    const uint v = ((q >> (2u * R)) & 0x03030303u) | (((hm >> R) & 0x01010101u) << 2);
+    r += (d * (mv_float(code) - 32.0)) * dot(mv_bytes(v, 4.0), xs[R]);
   }
   return r;
 }
 
 #elif defined(WTYPE_Q6_K)
-// 210-byte blocks (start at byte 0 or 2 of a word): ql[128] at 0, qh[64] at 128, int8 scales[16] at 192, f16 d at 208.
-// Run R: low nibble R / 2 of ql[64h + 32(R & 1) + l], high bits 2R of qh[32h + l], code - 32.
-float mv_unit_dot(uint row_byte, uint u, const vec4 xs[8], vec4 xsum) {
-  const uint sub = u & 7u, h = sub >> 2, m = sub & 3u;
-  const uint b = row_byte + 210u * (u >> 3);
-  const float d = read_f16(b + 208u);
-  const uvec2 qa = mv_load8(b + 64u * h + 8u * m);        // runs 0 (lo), 2 (hi)
-  const uvec2 qb = mv_load8(b + 64u * h + 32u + 8u * m);  // runs 1 (lo), 3 (hi)
-  const uvec2 qh = mv_load8(b + 128u + 32u * h + 8u * m);
-  const uvec2 sw = mv_load8(b + 192u + 8u * h);           // scales[8h .. 8h + 8)
+// 210 bytes (start at byte 0 or 2 of a word): ql[128] | qh[64] | int8 scales[16] | f16 d. Run R: low nibble R / 2
+// of ql[64h + 32(R % 2) + l], high bits 2R of qh[32h + l], q = code - 32.                     w = (d * sc) * q
+float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+  const uint h = (s >> 3) & 1u, n = s & 7u;
+  const uint b = row_byte + 210u * (s >> 4);
+  const uint ql0 = mv_load4(b + 64u * h + 4u * n), ql1 = mv_load4(b + 64u * h + 32u + 4u * n);
+  const uint qh = mv_load4(b + 128u + 32u * h + 4u * n);
+  const uvec2 sw = mv_load8(b + 192u + 8u * h);  // scales[8h .. 8h + 8)
+  const float d = mv_f16(b + 208u);
   float r = 0.0;
   for (uint R = 0; R < 4u; ++R) {
-    const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (m >> 1))), 0, 8);
-    const uvec2 lo = (((R & 1u) == 0u ? qa : qb) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
-    const uvec2 v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
-    const float s = dot(mv_bytes(v.x, 32.0), xs[2u * R]) + dot(mv_bytes(v.y, 32.0), xs[2u * R + 1u]);
-    r += (d * float(sc)) * s;
+    const uint lo = (((R & 1u) == 0u ? ql0 : ql1) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
+    const uint v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
+    const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 2))), 0, 8);
+    r += (d * float(sc)) * dot(mv_bytes(v, 32.0), xs[R]);
   }
   return r;
 }
@@ -304,18 +260,18 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
   const uint x4_base = t * (pc.cols >> 2);
-  const uint units = pc.cols >> 5;
+  const uint slots = pc.cols >> MV_SLOT_SHIFT;
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
-    for (uint u = tid; u < units; u += wg) {
-      vec4 xs[8];
-      for (uint k = 0; k < 8u; ++k) xs[k] = x4[x4_base + mv_x4(u, k)];
+    for (uint s = tid; s < slots; s += wg) {
+      vec4 xs[MV_NX];
+      for (uint j = 0; j < MV_NX; ++j) xs[j] = x4[x4_base + mv_x4(s, j)];
       const vec4 xsum = mv_xsum(xs);
       // Rows past the end (the last group) repeat the last row; their sums are not written.
-      for (uint r = 0; r < ROWS; ++r) acc[r] += mv_unit_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, u, xs, xsum);
+      for (uint r = 0; r < ROWS; ++r) acc[r] += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, xs, xsum);
     }
     for (uint r = 0; r < ROWS; ++r) {
       const float s = subgroupAdd(acc[r]);

@@ -9,8 +9,11 @@
 //                 positions from the device, grids depend only on the plan's shape, so the graph stays valid);
 //                 profiling and verify mode (single ops) launch the kernels directly, profiling between events
 //   read / write  synchronous copies of F32 buffer ranges
-// Kernel choice: matmul with n_tokens <= kMatvecTokens uses the fp32 matvec, larger batches the matrix-core GEMM;
-// attention with >= 16 tokens uses flash attention on matrix cores, fewer the fp32 split-K kernel.
+// Kernel choice (as the Vulkan backend's): matmul with n_tokens <= kMatvecTokens, or with an F32 weight, uses the fp32
+// matvec; larger batches of other weight types the matrix-core GEMM (fp16 operands, fp32 accumulation). Attention
+// with >= 16 tokens uses flash attention on matrix cores (fp16 Q, K, P, V), fewer the fp32 split-K kernel; a model
+// with F32 weight matrices keeps fp32 attention throughout (its users asked for f32 accuracy, and its goldens
+// hold it to 1e-9).
 #pragma once
 #include <map>
 #include <memory>
@@ -54,6 +57,8 @@ private:
   };
 
   void run_op(HipPlan& plan, const engine::PlanOp& op);
+  bool use_gemm(WType type, int64_t n_tokens) const;
+  bool use_flash_attention(const AttentionArgs& a) const;
   const Weight& weight(engine::WeightId id) const;
   const float* vector_weight(engine::WeightId id) const;
   void upload(uint8_t* dst, const void* src, size_t bytes);
@@ -69,6 +74,7 @@ private:
   std::map<std::string, std::shared_ptr<PoolBuffer>> persistent_;  // KV cache by buffer name
   std::unique_ptr<PinnedMemory> staging_[2];
   std::unique_ptr<Event> staging_done_[2];
+  bool f16_attention_ = true;  // false once an F32 weight matrix is loaded
 };
 
 }  // namespace greta::hip

@@ -103,6 +103,7 @@ void HipBackend::load_weights(std::span<const WeightDesc> weights) {
     if (!is_supported(type)) fail("hip: weight ", d.name, " has type ", model::type_name(d.type), ", which the HIP kernels do not decode");
     const uint64_t rb = row_bytes(type, d.cols);
     GRETA_CHECK(rb == model::row_bytes(d.type, uint64_t(d.cols)) && rb * uint64_t(d.rows) == d.bytes, d.name);
+    if (d.rows > 1 && type == WType::F32) f16_attention_ = false;  // an F32 model keeps f32 activations
     Weight& w = weights_[i];
     w.memory = std::make_unique<PoolBuffer>(*pool_, d.bytes);
     upload(w.memory->data(), d.data, d.bytes);
@@ -120,6 +121,14 @@ void HipBackend::load_weights(std::span<const WeightDesc> weights) {
 const HipBackend::Weight& HipBackend::weight(WeightId id) const {
   GRETA_CHECK(id >= 0 && size_t(id) < weights_.size(), "weight id ", id);
   return weights_[size_t(id)];
+}
+
+bool HipBackend::use_gemm(WType type, int64_t n_tokens) const {
+  return ctx_.mma && type != WType::F32 && n_tokens > kMatvecTokens;
+}
+
+bool HipBackend::use_flash_attention(const AttentionArgs& a) const {
+  return f16_attention_ && a.n_tokens >= kPrefillAttentionMinTokens && attention_prefill_supported(ctx_, a);
 }
 
 const float* HipBackend::vector_weight(WeightId id) const {
@@ -265,7 +274,7 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
                          o.rows, o.width, o.eps);
         } else if constexpr (std::is_same_v<T, MatMulOp>) {
           const DeviceWeight& w = weight(o.weight).view;
-          if (o.n_tokens <= kMatvecTokens || !ctx_.mma)
+          if (!use_gemm(w.type, o.n_tokens))
             launch_matvec(ctx_, w, plan.f32(o.in), plan.f32(o.out), o.n_tokens);
           else
             launch_gemm(ctx_, w, plan.f32(o.in), plan.f32(o.out), o.n_tokens, plan.gemm_a_half->data(),
@@ -280,7 +289,7 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
           launch_kv_write(ctx_, plan.f32(o.src), plan.f32(o.cache), plan.i32(o.positions), o.n_tokens, o.width, o.ctx);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
           const AttentionArgs a = attention_args(plan, o);
-          if (o.n_tokens >= kPrefillAttentionMinTokens && attention_prefill_supported(ctx_, a))
+          if (use_flash_attention(a))
             launch_attention_prefill(ctx_, a);
           else
             launch_attention_decode(ctx_, a, reinterpret_cast<float*>(plan.attention_partials->data()));

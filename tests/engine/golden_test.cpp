@@ -57,6 +57,9 @@ TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logi
          "), overall ", r.overall_nmse, ", max |diff| ", r.max_abs_diff, ", greedy equal for ", r.greedy_compared,
          "/", g.greedy_tokens.size(), " steps, first difference at ", r.greedy_stopped_at,
          r.greedy_stopped_at >= 0 ? greta::cat(" (margin ", g.greedy_margins[size_t(r.greedy_stopped_at)], ")") : "");
+    const std::string summary = greta::cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
+                                           "), greedy ", r.greedy_compared, "/", g.greedy_tokens.size());
+    MESSAGE(summary);
     CHECK(r.tokenization_ok);
     CHECK(r.worst_row_nmse <= r.limit);
     CHECK(r.overall_nmse <= r.limit);

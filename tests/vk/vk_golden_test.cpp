@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "engine/model.h"
 #include "engine/engine.h"
@@ -27,6 +28,9 @@ TEST_CASE("vk golden: every model and prompt matches llama.cpp like the CPU refe
     const test::GoldenResult r = test::run_golden(g, vk::create_vk_backend());
     INFO(g.name, ": worst row NMSE ", r.worst_row_nmse, " (row ", r.worst_row, ", limit ", r.limit, "), overall ",
          r.overall_nmse, ", greedy equal for ", r.greedy_compared, "/", g.greedy_tokens.size(), " steps");
+    const std::string summary = greta::cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
+                                           "), greedy ", r.greedy_compared, "/", g.greedy_tokens.size());
+    MESSAGE(summary);
     CHECK(r.tokenization_ok);
     CHECK(r.worst_row_nmse <= r.limit);
     CHECK(r.greedy_ok);

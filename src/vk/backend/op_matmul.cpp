@@ -1,11 +1,10 @@
 // Matrix products with a weight of any type, dequantized inside the kernels:
-//   decode (few tokens) or rows whose length is not a multiple of 4:  matvec      (bandwidth-bound)
+//   decode (few tokens) or rows whose length is not a multiple of 4:  matvec      (bandwidth-bound; quantized
+//                                                                     types: matvec_block)
 //   prefill, device with 16x16x16 f16 cooperative matrices:           matmul_coopmat (not for F32 weights)
 //   prefill otherwise:                                                 matmul_tiled
 // A weight split over several buffers gets one dispatch per chunk; each writes its rows of the output.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstdio>
 #include <cstdlib>
 
@@ -69,21 +68,17 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
                           to_u32(op.out_features, "out features"), to_u32(op.n_tokens, "tokens")};
     const BufferSpan weights = w.matrix.chunk(c).span();
     if (kernel == MatmulKernel::matvec) {
+      // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the
+      // block-wise kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md).
+      // Quantized rows (always a multiple of 32 elements) take the block-wise kernel, f32/f16/bf16 the generic one.
+      constexpr uint32_t kLocal = 128, kRows = 2;
+      const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
+      const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
+      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}});
+      const uint32_t row_groups = (push.rows + kRows - 1) / kRows;
       // The first five fields are the matvec kernels' push block.
       struct { uint32_t row_bytes, rows, cols, out_row0, out_stride; } mv{push.row_bytes, push.rows, push.cols,
                                                                          push.out_row0, push.out_stride};
-      // Quantized types: the block-wise kernel (whole 32-element units, scales read once). Otherwise 2 rows per
-      // workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices.
-      const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0 &&
-                         !std::getenv("GRETA_MV_GENERIC");
-      uint32_t local = 128, rows_per_group = 2;
-      if (block) {
-        local = 128, rows_per_group = 4;
-        if (const char* tune = std::getenv("GRETA_MV_TUNE")) std::sscanf(tune, "%u,%u", &local, &rows_per_group);
-      }
-      const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
-      const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}});
-      const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
       e.dispatch(p, {weights, in, out}, as_push(mv),
                  {std::min(row_groups, e.info().max_workgroup_count[0]), push.n_tokens, 1});
       e.note_variant(shader_blob(id).name);

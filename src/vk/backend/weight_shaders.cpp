@@ -1,5 +1,6 @@
 // GgmlType -> shader variant of each weight-reading kernel family. The variants are declared in shaders/shaders.cmake
-// (one per type and family); this table is the only place that pairs them, by typed ID.
+// (one per type and family; matvec_block for the quantized types only); this table is the only place that pairs
+// them, by typed ID.
 #include <array>
 #include <optional>
 

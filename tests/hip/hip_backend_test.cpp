@@ -1,0 +1,420 @@
+// The HIP backend executed on a GPU: every op against the CPU reference through the engine's backend interface (the
+// engine::Backend the plugin returns, created through the loader exactly as `greta-vk --backend hip` does), every
+// golden in ../shared/golden, and verify mode against the CPU. Runs with libgreta_hip.so on an AMD GPU or with
+// libgreta_hip_cuda.so (the same kernel sources through nvcc, mma.sync) on an NVIDIA GPU.
+//
+// No device: every case prints "skipped: no HIP device (<the loader's one line>)" and passes, so plain `ctest` on
+// the build machines stays green (the test is labelled hip-gpu). GRETA_HIP_REQUIRE_DEVICE=1 turns that skip into a
+// failure (use it on the GPU machine, so a plugin that fails to load cannot pass silently). With a device every check
+// counts. The plugin: $GRETA_HIP_PLUGIN, else the loader's search beside this executable, else the plugin this build
+// made (GRETA_HIP_TEST_PLUGIN, compiled in).
+//
+// Errors are NMSE = sum (hip - cpu)^2 / sum cpu^2 over the op's output, with a limit per kernel family:
+//   exact-arithmetic ops (embedding, kv write, elementwise)        1e-12  bit-identical decoders; single f32 ops
+//   f32 reductions in another order than the CPU's fp64 (matvec,    1e-9   relative rounding ~1e-7 per element gives
+//     rmsnorm, split-K attention)                                          NMSE ~1e-13; the margin covers long sums
+//   rope (fp64 angles like the CPU, same operation order)           1e-8   (as the Vulkan tests)
+//   matrix-core GEMM and flash attention (fp16 operands, fp32       2e-6   each operand rounded to fp16 (unit
+//     accumulation)                                                        roundoff 2^-11, rms relative error
+//                                                                          ~2.8e-4) gives NMSE ~1.6e-7 for a dot
+//                                                                          product of two rounded operands; decoded
+//                                                                          quantized weights (d * q, up to 17
+//                                                                          significant bits) round once more. 2e-6
+//                                                                          is the Vulkan cooperative-matrix limit.
+// Which kernel runs follows the backend's documented choice (hip_backend.h): matvec for n_tokens <= 8 or F32
+// weights, GEMM otherwise; flash attention for >= 16 tokens unless an F32 weight matrix is loaded (OpCase plans of
+// attention load none), the fp32 split-K kernel otherwise. A device without matrix cores runs the fp32 kernels only.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "engine/backend.h"
+#include "engine/engine.h"
+#include "engine/golden_run.h"
+#include "engine/model.h"
+#include "engine/op_case.h"
+#include "engine/plan.h"
+#include "engine/verify.h"
+#include "hip/hip_loader.h"
+#include "model/gguf.h"
+#include "model/model_config.h"
+#include "model/quants.h"
+#include "test_util.h"
+
+using namespace greta;
+using namespace greta::engine;
+using model::GgmlType;
+
+namespace {
+
+constexpr double kExact = 1e-12, kF32 = 1e-9, kRope = 1e-8, kMatrixCore = 2e-6;
+constexpr int64_t kMatvecTokens = 8;        // hip::kMatvecTokens
+constexpr int64_t kFlashMinTokens = 16;     // hip_backend.hip: kPrefillAttentionMinTokens
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string executable_dir() {
+  char buf[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return ".";
+  std::string path(buf, size_t(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+struct Device {
+  bool present = false;
+  std::string why;            // the loader's line when absent
+  std::string description;    // plugin and device when present
+  bool matrix_cores = false;  // the plugin has matrix-core kernels for it
+};
+
+const Device& device() {
+  static const Device d = [] {
+    Device r;
+    const std::string dir = executable_dir();
+    const char* env = std::getenv("GRETA_HIP_PLUGIN");
+#ifdef GRETA_HIP_TEST_PLUGIN
+    if ((!env || !*env) && !exists(dir + "/libgreta_hip.so") && !exists(dir + "/libgreta_hip_cuda.so"))
+      ::setenv("GRETA_HIP_PLUGIN", GRETA_HIP_TEST_PLUGIN, 1);
+#endif
+    (void)env;
+    try {
+      const hip::PluginInfo& info = hip::load_plugin();
+      const auto devices = hip::list_devices();
+      if (devices.empty()) {
+        r.why = "the runtime lists no device";
+      } else {
+        r.present = true;
+        r.matrix_cores = devices[0].matrix_cores != 0;
+        r.description = cat(info.path, " (", info.targets, ") on ", devices[0].name, " (", devices[0].arch, ")");
+      }
+    } catch (const std::exception& e) {
+      r.why = e.what();
+    }
+    if (r.present)
+      std::printf("HIP backend tests on %s\n", r.description.c_str());
+    else
+      std::printf("skipped: no HIP device (%s)\n", r.why.c_str());
+    std::fflush(stdout);
+    return r;
+  }();
+  return d;
+}
+
+bool require_device() {
+  const Device& d = device();
+  if (d.present) return true;
+  const char* req = std::getenv("GRETA_HIP_REQUIRE_DEVICE");
+  if (req && *req && std::string(req) != "0") FAIL("GRETA_HIP_REQUIRE_DEVICE is set and there is no HIP device: ", d.why);
+  return false;
+}
+
+#define HIP_DEVICE_OR_SKIP() \
+  if (!require_device()) return
+
+std::unique_ptr<Backend> hip_backend() { return hip::create_backend(0); }
+
+std::unique_ptr<cpu::CpuBackend> cpu_backend() {
+  return std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{.threads = 4});
+}
+
+// Runs `c` on the CPU and on HIP and checks the NMSE of `out` against `limit`. Returns the NMSE.
+double compare(OpCase& c, BufferId out, double limit, const std::string& what) {
+  auto cpu = cpu_backend();
+  const auto want = c.run_once(*cpu, out);
+  auto hip = hip_backend();
+  auto prepared = c.load_and_prepare(*hip);
+  c.run(*hip, *prepared);
+  const auto got = c.read(*hip, *prepared, out);
+  REQUIRE(got.size() == want.size());
+  const double e = test::nmse(got.data(), want.data(), got.size());
+  CHECK_MESSAGE(e <= limit, what, ": NMSE ", e, " > ", limit);
+  MESSAGE(what, ": NMSE ", e, " (limit ", limit, ")");
+  return e;
+}
+
+constexpr GgmlType k_all_types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+}  // namespace
+
+TEST_CASE("hip matmul: every weight type, decode and prefill shapes (matvec and matrix-core GEMM), against the CPU") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 100;
+  for (GgmlType type : k_all_types) {
+    const std::string type_name = model::type_name(type);
+    const int64_t block = model::traits(type).block_elems;
+    // Two row lengths per type: for f32/f16/bf16 one that is no multiple of 16 (the groups' zero padding).
+    const int64_t cols_list[2] = {block == 1 ? 13 : 2 * block, block == 1 ? 200 : (block == 32 ? 96 : 512)};
+    double worst_gemm = 0, worst_matvec = 0;
+    for (int64_t cols : cols_list)
+      // 1 and 8: matvec; 9: the smallest GEMM; 67 and 130: partial and several 64-token tiles.
+      for (int64_t n : {int64_t(1), int64_t(8), int64_t(9), int64_t(67), int64_t(130)}) {
+        CAPTURE(type_name);
+        CAPTURE(cols);
+        CAPTURE(n);
+        const int64_t rows = 37 + (n % 3) * 64;  // 37, 101 or 165: partial tiles and odd block counts
+        OpCase c(n, std::max<int64_t>(n, 8));
+        const BufferId in = c.input("x", n * cols, seed++);
+        const BufferId out = c.output("y", n * rows);
+        const WeightId w = c.weight("w", type, rows, cols, seed++);
+        c.add("matmul", MatMulOp{in, out, w, n, cols, rows});
+        const bool gemm = device().matrix_cores && type != GgmlType::F32 && n > kMatvecTokens;
+        const double e = compare(c, out, gemm ? kMatrixCore : kF32,
+                                 cat("matmul ", type_name, " ", n, "x", cols, "->", rows, gemm ? " gemm" : " matvec"));
+        (gemm ? worst_gemm : worst_matvec) = std::max(gemm ? worst_gemm : worst_matvec, e);
+      }
+    MESSAGE("matmul ", type_name, ": worst NMSE matvec ", worst_matvec, ", gemm ", worst_gemm);
+  }
+}
+
+TEST_CASE("hip matmul: model-sized rows (K = 4096, several K steps and blocks)") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 200;
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::F16, GgmlType::Q8_0})
+    for (int64_t n : {int64_t(1), int64_t(3), int64_t(64), int64_t(100)}) {
+      const std::string type_name = model::type_name(type);
+      CAPTURE(type_name);
+      CAPTURE(n);
+      const int64_t cols = 4096, rows = 300;
+      OpCase c(n, std::max<int64_t>(n, 8));
+      const BufferId in = c.input("x", n * cols, seed++);
+      const BufferId out = c.output("y", n * rows);
+      const WeightId w = c.weight("w", type, rows, cols, seed++);
+      c.add("matmul", MatMulOp{in, out, w, n, cols, rows});
+      const bool gemm = device().matrix_cores && n > kMatvecTokens;
+      compare(c, out, gemm ? kMatrixCore : kF32, cat("matmul ", type_name, " ", n, "x4096->300", gemm ? " gemm" : " matvec"));
+    }
+}
+
+TEST_CASE("hip embedding lookup: every weight type, bit-identical to the CPU") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 300;
+  for (GgmlType type : k_all_types) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    const int64_t block = model::traits(type).block_elems;
+    const int64_t dim = block == 1 ? 19 : (block == 32 ? 96 : 256), vocab = 57, n = 9;
+    OpCase c(n, 16);
+    const WeightId table = c.weight("token_embd", type, vocab, dim, seed++);
+    const BufferId out = c.output("x", n * dim);
+    std::mt19937 rng(seed++);
+    for (auto& t : c.tokens) t = int32_t(rng() % uint32_t(vocab));
+    c.tokens.back() = int32_t(vocab - 1);
+    c.add("embed", EmbedOp{table, c.plan.tokens, out, n, dim});
+    compare(c, out, kExact, cat("embed ", type_name));
+  }
+}
+
+TEST_CASE("hip rmsnorm: odd widths, row offsets, in place") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 400;
+  for (int64_t width : {int64_t(7), int64_t(64), int64_t(1031), int64_t(4096)})
+    for (int64_t offset : {int64_t(0), int64_t(2)}) {
+      CAPTURE(width);
+      CAPTURE(offset);
+      const int64_t rows = 5;
+      OpCase c(1, 8);
+      const BufferId in = c.input("x", (rows + offset) * width, seed++, 3.f);
+      const WeightId w = c.weight("norm", GgmlType::F32, 1, width, seed++, 0.5f, 1.5f);
+      const BufferId out = offset == 0 ? in : c.output("y", rows * width);  // in place when there is no offset
+      c.add("norm", RmsNormOp{in, out, w, rows, width, offset, 1e-5f});
+      compare(c, out, kF32, cat("rmsnorm ", width, " offset ", offset));
+    }
+}
+
+TEST_CASE("hip rope: both pairings, partial rotary dims, frequency factors, large positions") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 500;
+  for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+    for (int64_t head_dim : {int64_t(64), int64_t(128)})
+      for (bool partial : {false, true})
+        for (bool factors : {false, true}) {
+          CAPTURE(int(pairing));
+          CAPTURE(head_dim);
+          CAPTURE(partial);
+          CAPTURE(factors);
+          const int64_t n = 7, heads = 3, rope_dims = partial ? head_dim / 2 : head_dim;
+          OpCase c(n, 4096);
+          c.start_pos = 3000;
+          const BufferId x = c.input("q", n * heads * head_dim, seed++);
+          const WeightId ff = factors ? c.weight("rope_freqs", GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f)
+                                      : kNoWeight;
+          c.add("rope", RopeOp{x, c.plan.positions, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+          compare(c, x, kRope, cat("rope pairing ", int(pairing), " head_dim ", head_dim, partial ? " partial" : "",
+                                   factors ? " factors" : ""));
+        }
+}
+
+TEST_CASE("hip kv write + attention: prefill and decode, GQA and MQA, head dims 40..256") {
+  HIP_DEVICE_OR_SKIP();
+  struct Shape {
+    int64_t n_tokens, start_pos, heads, kv_heads, head_dim;
+  };
+  // Decode (1 token), small batches (split-K fp32 kernel) and prefill >= 16 tokens (flash attention on matrix
+  // cores): partial 16-query tiles, a start past 0 (rows cached by earlier steps), head dims 64/128/256 and odd ones.
+  const Shape shapes[] = {{7, 0, 8, 2, 64},    {1, 90, 8, 2, 64},   {33, 40, 4, 1, 128}, {1, 200, 4, 4, 40},
+                          {70, 3, 2, 1, 256},  {1, 511, 6, 3, 96},  {16, 0, 4, 2, 64},   {64, 0, 8, 8, 128},
+                          {50, 300, 4, 2, 80}, {17, 100, 6, 1, 48}, {1, 0, 2, 1, 64},    {100, 400, 4, 4, 64}};
+  uint32_t seed = 600;
+  for (const Shape& s : shapes) {
+    CAPTURE(s.n_tokens);
+    CAPTURE(s.start_pos);
+    CAPTURE(s.heads);
+    CAPTURE(s.kv_heads);
+    CAPTURE(s.head_dim);
+    const int64_t ctx = 512, kv_width = s.kv_heads * s.head_dim;
+    OpCase c(s.n_tokens, ctx);
+    c.start_pos = s.start_pos;
+    const BufferId q = c.input("q", s.n_tokens * s.heads * s.head_dim, seed++);
+    const BufferId k = c.input("k", s.n_tokens * kv_width, seed++);
+    const BufferId v = c.input("v", s.n_tokens * kv_width, seed++);
+    // The cache as earlier steps left it: random rows everywhere (only rows <= each position may be read).
+    const BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
+    const BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
+    const BufferId out = c.output("attn", s.n_tokens * s.heads * s.head_dim);
+    c.add("k write", KvWriteOp{k, k_cache, c.plan.positions, s.n_tokens, kv_width, ctx});
+    c.add("v write", KvWriteOp{v, v_cache, c.plan.positions, s.n_tokens, kv_width, ctx});
+    c.add("attention", AttentionOp{q, k_cache, v_cache, c.plan.positions, out, s.n_tokens, s.heads, s.kv_heads,
+                                   s.head_dim, s.head_dim, ctx, 1.f / std::sqrt(float(s.head_dim))});
+    const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
+    const std::string shape = cat(s.n_tokens, " tokens at ", s.start_pos, ", ", s.heads, "/", s.kv_heads,
+                                  " heads of ", s.head_dim);
+    compare(c, out, flash ? kMatrixCore : kF32, cat("attention ", shape, flash ? " flash" : " split-K"));
+    compare(c, k_cache, kExact, cat("kv write ", shape));
+  }
+}
+
+TEST_CASE("hip decode steps replayed from one captured graph: positions move, results follow") {
+  HIP_DEVICE_OR_SKIP();
+  // One decode plan (kv write + attention + matmul), executed at several positions on one prepared plan: the
+  // first execute captures the graph, later ones replay it with new positions and inputs.
+  const int64_t ctx = 300, heads = 4, kv_heads = 2, head_dim = 64, kv_width = kv_heads * head_dim;
+  OpCase c(1, ctx);
+  const BufferId q = c.input("q", heads * head_dim, 1);
+  const BufferId k = c.input("k", kv_width, 2);
+  const BufferId v = c.input("v", kv_width, 3);
+  const BufferId k_cache = c.input("k_cache", ctx * kv_width, 4);
+  const BufferId v_cache = c.input("v_cache", ctx * kv_width, 5);
+  const BufferId attn = c.output("attn", heads * head_dim);
+  const BufferId out = c.output("out", 96);
+  const WeightId w = c.weight("w", GgmlType::Q4_K, 96, heads * head_dim, 6);
+  c.add("k write", KvWriteOp{k, k_cache, c.plan.positions, 1, kv_width, ctx});
+  c.add("v write", KvWriteOp{v, v_cache, c.plan.positions, 1, kv_width, ctx});
+  c.add("attention", AttentionOp{q, k_cache, v_cache, c.plan.positions, attn, 1, heads, kv_heads, head_dim, head_dim,
+                                 ctx, 0.125f});
+  c.add("matmul", MatMulOp{attn, out, w, 1, heads * head_dim, 96});
+  auto cpu = cpu_backend();
+  auto hip = hip_backend();
+  auto cpu_plan = c.load_and_prepare(*cpu);
+  auto hip_plan = c.load_and_prepare(*hip);
+  std::mt19937 rng(7);
+  for (int64_t pos : {int64_t(0), int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(299)}) {
+    CAPTURE(pos);
+    c.start_pos = pos;
+    for (auto& [id, values] : c.inputs)
+      if (id == q || id == k || id == v)
+        for (auto& x : values) x = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+    c.run(*cpu, *cpu_plan);
+    c.run(*hip, *hip_plan);
+    const auto want = c.read(*cpu, *cpu_plan, out), got = c.read(*hip, *hip_plan, out);
+    const double e = test::nmse(got.data(), want.data(), got.size());
+    CHECK_MESSAGE(e <= kF32, "graph replay at position ", pos, ": NMSE ", e);
+  }
+}
+
+TEST_CASE("hip swiglu, residual add, bias add") {
+  HIP_DEVICE_OR_SKIP();
+  for (int64_t rows : {int64_t(1), int64_t(3)})
+    for (int64_t width : {int64_t(5), int64_t(1000)}) {
+      CAPTURE(rows);
+      CAPTURE(width);
+      OpCase c(1, 8);
+      const BufferId gate = c.input("gate", rows * width, 700, 6.f);
+      const BufferId up = c.input("up", rows * width, 701);
+      const BufferId out = c.output("ffn", rows * width);
+      const BufferId x = c.input("x", rows * width, 702);
+      const WeightId bias = c.weight("bias", GgmlType::F32, 1, width, 703);
+      c.add("swiglu", SwiGluOp{gate, up, out, rows * width});
+      c.add("residual", AddOp{x, out, rows * width});
+      c.add("bias", AddBiasOp{x, bias, rows, width});
+      // swiglu's expf may differ from the CPU's by an ulp: the f32 limit, not bit identity.
+      compare(c, out, kF32, cat("swiglu+add ", rows, "x", width));
+      compare(c, x, kF32, cat("add+bias ", rows, "x", width));
+    }
+}
+
+TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU reference does") {
+  HIP_DEVICE_OR_SKIP();
+  const auto files = test::golden_json_files();
+  REQUIRE(files.size() >= 44);
+  std::set<std::string> models;
+  int passed = 0;
+  for (const std::string& file : files) {
+    const test::GoldenCase g = test::load_golden(file);
+    models.insert(g.model_path);
+    const test::GoldenResult r = test::run_golden(g, hip_backend());
+    const std::string line = cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (row ", r.worst_row, ", limit ",
+                                 r.limit, "), overall ", r.overall_nmse, ", greedy equal for ", r.greedy_compared, "/",
+                                 g.greedy_tokens.size(), " steps", r.ok() ? "" : "  <-- FAIL");
+    std::printf("golden %s\n", line.c_str());
+    INFO(line);
+    CHECK(r.tokenization_ok);
+    CHECK(r.worst_row_nmse <= r.limit);
+    CHECK(r.greedy_ok);
+    passed += r.ok() ? 1 : 0;
+  }
+  std::printf("golden: %d/%zu passed\n", passed, files.size());
+  std::fflush(stdout);
+  CHECK(models.size() >= 22);
+}
+
+TEST_CASE("hip verify: no op diverges from the CPU reference on the shared models") {
+  HIP_DEVICE_OR_SKIP();
+  // 10 tokens: prefill 8 (matvec, split-K attention) + 2 decode steps; 40 tokens: prefill 38 (GEMM, flash attention
+  // on models without F32 matrices).
+  std::vector<TokenId> long_tokens;
+  for (int i = 0; i < 40; ++i) long_tokens.push_back(TokenId(1 + (i * 37) % 250));
+  for (const char* name : {"stories260K.gguf", "stories260K-f16.gguf", "synth-llama-d256-q4_k_m.gguf",
+                           "synth-qwen2-d256-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf",
+                           "synth-llama-tied-d256-q8_0.gguf", "synth-llama-d256-bf16.gguf"}) {
+    const std::string path = test::shared_path(std::string("models/") + name);
+    if (!exists(path)) continue;
+    auto file = model::GgufFile::open(path);
+    const auto config = model::ModelConfig::from_gguf(file);
+    const auto weights = map_weights(file, config);
+    bool f32_matrices = false;
+    for (const auto& t : file.tensors())
+      if (t.dims.size() >= 2 && t.type == GgmlType::F32) f32_matrices = true;
+    // f32 kernels differ from the CPU only in summation order (~1e-13); matrix-core ops round their operands to
+    // fp16 (~1e-7 per op, limit as in the op tests).
+    const double limit = device().matrix_cores && !f32_matrices ? kMatrixCore : 1e-7;
+    std::vector<TokenId> short_tokens = {1, 15, 42, 7, 300, 99, 5, 250, 11, 3};
+    for (std::vector<TokenId>* toks : {&short_tokens, &long_tokens}) {
+      const std::string model_name = cat(name, " (", toks->size(), " tokens)");
+      CAPTURE(model_name);
+      auto hip = hip_backend();
+      auto cpu = cpu_backend();
+      const VerifyReport report = verify(config, weights, *hip, *cpu, *toks, VerifyOptions{.max_nmse = limit});
+      const std::string line = model_name + ": " + report.summary();
+      std::printf("verify %s\n", line.c_str());
+      std::fflush(stdout);
+      CHECK_MESSAGE(report.ok(), line);
+    }
+  }
+}
