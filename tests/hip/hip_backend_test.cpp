@@ -44,6 +44,7 @@
 #include "engine/golden_run.h"
 #include "engine/model.h"
 #include "engine/op_case.h"
+#include "engine/op_cases.h"
 #include "engine/plan.h"
 #include "engine/verify.h"
 #include "hip/hip_loader.h"
@@ -147,33 +148,22 @@ double compare(OpCase& c, BufferId out, double limit, const std::string& what) {
   return e;
 }
 
-constexpr GgmlType k_all_types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
-                                    GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                                    GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
-
 }  // namespace
 
 TEST_CASE("hip matmul: every weight type, decode and prefill shapes (matvec and matrix-core GEMM), against the CPU") {
   HIP_DEVICE_OR_SKIP();
   uint32_t seed = 100;
-  for (GgmlType type : k_all_types) {
+  for (GgmlType type : test::k_all_weight_types) {
     const std::string type_name = model::type_name(type);
-    const int64_t block = model::traits(type).block_elems;
-    // Two row lengths per type: for f32/f16/bf16 one that is no multiple of 16 (the groups' zero padding).
-    const int64_t cols_list[2] = {block == 1 ? 13 : 2 * block, block == 1 ? 200 : (block == 32 ? 96 : 512)};
     double worst_gemm = 0, worst_matvec = 0;
-    for (int64_t cols : cols_list)
+    for (int64_t cols : test::matmul_row_lengths(type))
       // 1 and 8: matvec; 9: the smallest GEMM; 67 and 130: partial and several 64-token tiles.
       for (int64_t n : {int64_t(1), int64_t(8), int64_t(9), int64_t(67), int64_t(130)}) {
         CAPTURE(type_name);
         CAPTURE(cols);
         CAPTURE(n);
-        const int64_t rows = 37 + (n % 3) * 64;  // 37, 101 or 165: partial tiles and odd block counts
-        OpCase c(n, std::max<int64_t>(n, 8));
-        const BufferId in = c.input("x", n * cols, seed++);
-        const BufferId out = c.output("y", n * rows);
-        const WeightId w = c.weight("w", type, rows, cols, seed++);
-        c.add("matmul", MatMulOp{in, out, w, n, cols, rows});
+        auto [c, out] = test::matmul_case(type, n, cols, seed);
+        const int64_t rows = c.plan.buffers[size_t(out)].elems / n;
         const bool gemm = device().matrix_cores && type != GgmlType::F32 && n > kMatvecTokens;
         const double e = compare(c, out, gemm ? kMatrixCore : kF32,
                                  cat("matmul ", type_name, " ", n, "x", cols, "->", rows, gemm ? " gemm" : " matvec"));
@@ -191,12 +181,7 @@ TEST_CASE("hip matmul: model-sized rows (K = 4096, several K steps and blocks)")
       const std::string type_name = model::type_name(type);
       CAPTURE(type_name);
       CAPTURE(n);
-      const int64_t cols = 4096, rows = 300;
-      OpCase c(n, std::max<int64_t>(n, 8));
-      const BufferId in = c.input("x", n * cols, seed++);
-      const BufferId out = c.output("y", n * rows);
-      const WeightId w = c.weight("w", type, rows, cols, seed++);
-      c.add("matmul", MatMulOp{in, out, w, n, cols, rows});
+      auto [c, out] = test::matmul_case(type, n, 4096, seed, 300);
       const bool gemm = device().matrix_cores && n > kMatvecTokens;
       compare(c, out, gemm ? kMatrixCore : kF32, cat("matmul ", type_name, " ", n, "x4096->300", gemm ? " gemm" : " matvec"));
     }
@@ -205,18 +190,10 @@ TEST_CASE("hip matmul: model-sized rows (K = 4096, several K steps and blocks)")
 TEST_CASE("hip embedding lookup: every weight type, bit-identical to the CPU") {
   HIP_DEVICE_OR_SKIP();
   uint32_t seed = 300;
-  for (GgmlType type : k_all_types) {
+  for (GgmlType type : test::k_all_weight_types) {
     const std::string type_name = model::type_name(type);
     CAPTURE(type_name);
-    const int64_t block = model::traits(type).block_elems;
-    const int64_t dim = block == 1 ? 19 : (block == 32 ? 96 : 256), vocab = 57, n = 9;
-    OpCase c(n, 16);
-    const WeightId table = c.weight("token_embd", type, vocab, dim, seed++);
-    const BufferId out = c.output("x", n * dim);
-    std::mt19937 rng(seed++);
-    for (auto& t : c.tokens) t = int32_t(rng() % uint32_t(vocab));
-    c.tokens.back() = int32_t(vocab - 1);
-    c.add("embed", EmbedOp{table, c.plan.tokens, out, n, dim});
+    auto [c, out] = test::embed_case(type, seed);
     compare(c, out, kExact, cat("embed ", type_name));
   }
 }
@@ -228,12 +205,7 @@ TEST_CASE("hip rmsnorm: odd widths, row offsets, in place") {
     for (int64_t offset : {int64_t(0), int64_t(2)}) {
       CAPTURE(width);
       CAPTURE(offset);
-      const int64_t rows = 5;
-      OpCase c(1, 8);
-      const BufferId in = c.input("x", (rows + offset) * width, seed++, 3.f);
-      const WeightId w = c.weight("norm", GgmlType::F32, 1, width, seed++, 0.5f, 1.5f);
-      const BufferId out = offset == 0 ? in : c.output("y", rows * width);  // in place when there is no offset
-      c.add("norm", RmsNormOp{in, out, w, rows, width, offset, 1e-5f});
+      auto [c, out] = test::rmsnorm_case(width, offset, seed);
       compare(c, out, kF32, cat("rmsnorm ", width, " offset ", offset));
     }
 }
@@ -249,13 +221,7 @@ TEST_CASE("hip rope: both pairings, partial rotary dims, frequency factors, larg
           CAPTURE(head_dim);
           CAPTURE(partial);
           CAPTURE(factors);
-          const int64_t n = 7, heads = 3, rope_dims = partial ? head_dim / 2 : head_dim;
-          OpCase c(n, 4096);
-          c.start_pos = 3000;
-          const BufferId x = c.input("q", n * heads * head_dim, seed++);
-          const WeightId ff = factors ? c.weight("rope_freqs", GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f)
-                                      : kNoWeight;
-          c.add("rope", RopeOp{x, c.plan.positions, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+          auto [c, x] = test::rope_case(pairing, head_dim, partial, factors, seed);
           compare(c, x, kRope, cat("rope pairing ", int(pairing), " head_dim ", head_dim, partial ? " partial" : "",
                                    factors ? " factors" : ""));
         }
@@ -263,9 +229,7 @@ TEST_CASE("hip rope: both pairings, partial rotary dims, frequency factors, larg
 
 TEST_CASE("hip kv write + attention: prefill and decode, GQA and MQA, head dims 40..256") {
   HIP_DEVICE_OR_SKIP();
-  struct Shape {
-    int64_t n_tokens, start_pos, heads, kv_heads, head_dim;
-  };
+  using Shape = test::AttentionShape;
   // Decode (1 token), small batches (split-K fp32 kernel) and prefill >= 16 tokens (flash attention on matrix
   // cores): partial 16-query tiles, a start past 0 (rows cached by earlier steps), head dims 64/128/256 and odd ones.
   const Shape shapes[] = {{7, 0, 8, 2, 64},    {1, 90, 8, 2, 64},   {33, 40, 4, 1, 128}, {1, 200, 4, 4, 40},
@@ -278,20 +242,7 @@ TEST_CASE("hip kv write + attention: prefill and decode, GQA and MQA, head dims 
     CAPTURE(s.heads);
     CAPTURE(s.kv_heads);
     CAPTURE(s.head_dim);
-    const int64_t ctx = 512, kv_width = s.kv_heads * s.head_dim;
-    OpCase c(s.n_tokens, ctx);
-    c.start_pos = s.start_pos;
-    const BufferId q = c.input("q", s.n_tokens * s.heads * s.head_dim, seed++);
-    const BufferId k = c.input("k", s.n_tokens * kv_width, seed++);
-    const BufferId v = c.input("v", s.n_tokens * kv_width, seed++);
-    // The cache as earlier steps left it: random rows everywhere (only rows <= each position may be read).
-    const BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
-    const BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
-    const BufferId out = c.output("attn", s.n_tokens * s.heads * s.head_dim);
-    c.add("k write", KvWriteOp{k, k_cache, c.plan.positions, s.n_tokens, kv_width, ctx});
-    c.add("v write", KvWriteOp{v, v_cache, c.plan.positions, s.n_tokens, kv_width, ctx});
-    c.add("attention", AttentionOp{q, k_cache, v_cache, c.plan.positions, out, s.n_tokens, s.heads, s.kv_heads,
-                                   s.head_dim, s.head_dim, ctx, 1.f / std::sqrt(float(s.head_dim))});
+    auto [c, out, k_cache] = test::attention_case(s, seed);
     const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
     const std::string shape = cat(s.n_tokens, " tokens at ", s.start_pos, ", ", s.heads, "/", s.kv_heads,
                                   " heads of ", s.head_dim);
@@ -344,15 +295,7 @@ TEST_CASE("hip swiglu, residual add, bias add") {
     for (int64_t width : {int64_t(5), int64_t(1000)}) {
       CAPTURE(rows);
       CAPTURE(width);
-      OpCase c(1, 8);
-      const BufferId gate = c.input("gate", rows * width, 700, 6.f);
-      const BufferId up = c.input("up", rows * width, 701);
-      const BufferId out = c.output("ffn", rows * width);
-      const BufferId x = c.input("x", rows * width, 702);
-      const WeightId bias = c.weight("bias", GgmlType::F32, 1, width, 703);
-      c.add("swiglu", SwiGluOp{gate, up, out, rows * width});
-      c.add("residual", AddOp{x, out, rows * width});
-      c.add("bias", AddBiasOp{x, bias, rows, width});
+      auto [c, out, x] = test::elementwise_case(rows, width);
       // swiglu's expf may differ from the CPU's by an ulp: the f32 limit, not bit identity.
       compare(c, out, kF32, cat("swiglu+add ", rows, "x", width));
       compare(c, x, kF32, cat("add+bias ", rows, "x", width));

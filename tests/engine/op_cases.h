@@ -1,0 +1,129 @@
+// The single-op cases every GPU backend's op tests run against the CPU reference (tests/vk/vk_ops_test.cpp,
+// tests/hip/hip_backend_test.cpp): the same shapes, seeds and inputs for every backend, so their results compare.
+// Each builder returns an engine::OpCase and the buffers to check; the suites add their own kernel choices and
+// tolerances. Random inputs everywhere (never zeros), odd sizes on purpose.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <random>
+
+#include "engine/op_case.h"
+#include "engine/plan.h"
+#include "model/tensor_types.h"
+
+namespace greta::test {
+
+inline constexpr model::GgmlType k_all_weight_types[] = {
+    model::GgmlType::F32,  model::GgmlType::F16,  model::GgmlType::BF16, model::GgmlType::Q4_0, model::GgmlType::Q4_1,
+    model::GgmlType::Q5_0, model::GgmlType::Q5_1, model::GgmlType::Q8_0, model::GgmlType::Q2_K, model::GgmlType::Q3_K,
+    model::GgmlType::Q4_K, model::GgmlType::Q5_K, model::GgmlType::Q6_K};
+
+struct CheckedCase {
+  engine::OpCase c;
+  engine::BufferId out;  // the buffer to compare
+};
+
+// Two row lengths per weight type: 2 blocks and a longer row; for f32/f16/bf16 one that is not a multiple of 4.
+inline std::array<int64_t, 2> matmul_row_lengths(model::GgmlType type) {
+  const int64_t block = model::traits(type).block_elems;
+  return {block == 1 ? 13 : 2 * block, block == 1 ? 200 : (block == 32 ? 96 : 512)};
+}
+
+// y = W x for n tokens; rows = 37 + (n % 3) * 64 (37, 101 or 165: partial tiles, odd workgroup counts).
+inline CheckedCase matmul_case(model::GgmlType type, int64_t n, int64_t cols, uint32_t& seed, int64_t rows = 0) {
+  if (rows == 0) rows = 37 + (n % 3) * 64;
+  engine::OpCase c(n, std::max<int64_t>(n, 8));
+  const engine::BufferId in = c.input("x", n * cols, seed++);
+  const engine::BufferId out = c.output("y", n * rows);
+  const engine::WeightId w = c.weight("w", type, rows, cols, seed++);
+  c.add("matmul", engine::MatMulOp{in, out, w, n, cols, rows});
+  return {std::move(c), out};
+}
+
+// 9 random tokens (the last one the table's last row) looked up in a 57-row table.
+inline CheckedCase embed_case(model::GgmlType type, uint32_t& seed) {
+  const int64_t block = model::traits(type).block_elems;
+  const int64_t dim = block == 1 ? 19 : (block == 32 ? 96 : 256), vocab = 57, n = 9;
+  engine::OpCase c(n, 16);
+  const engine::WeightId table = c.weight("token_embd", type, vocab, dim, seed++);
+  const engine::BufferId out = c.output("x", n * dim);
+  std::mt19937 rng(seed++);
+  for (auto& t : c.tokens) t = int32_t(rng() % uint32_t(vocab));
+  c.tokens.back() = int32_t(vocab - 1);
+  c.add("embed", engine::EmbedOp{table, c.plan.tokens, out, n, dim});
+  return {std::move(c), out};
+}
+
+// 5 rows of `width`, read from row `offset` on; in place when offset is 0.
+inline CheckedCase rmsnorm_case(int64_t width, int64_t offset, uint32_t& seed) {
+  const int64_t rows = 5;
+  engine::OpCase c(1, 8);
+  const engine::BufferId in = c.input("x", (rows + offset) * width, seed++, 3.f);
+  const engine::WeightId w = c.weight("norm", model::GgmlType::F32, 1, width, seed++, 0.5f, 1.5f);
+  const engine::BufferId out = offset == 0 ? in : c.output("y", rows * width);
+  c.add("norm", engine::RmsNormOp{in, out, w, rows, width, offset, 1e-5f});
+  return {std::move(c), out};
+}
+
+// 7 tokens x 3 heads at positions 3000.., rope base 5e5, freq_scale 0.5; partial: half the head rotated.
+inline CheckedCase rope_case(model::RopePairing pairing, int64_t head_dim, bool partial, bool factors, uint32_t& seed) {
+  const int64_t n = 7, heads = 3, rope_dims = partial ? head_dim / 2 : head_dim;
+  engine::OpCase c(n, 4096);
+  c.start_pos = 3000;
+  const engine::BufferId x = c.input("q", n * heads * head_dim, seed++);
+  const engine::WeightId ff =
+      factors ? c.weight("rope_freqs", model::GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f) : engine::kNoWeight;
+  c.add("rope", engine::RopeOp{x, c.plan.positions, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+  return {std::move(c), x};
+}
+
+struct AttentionShape {
+  int64_t n_tokens, start_pos, heads, kv_heads, head_dim;
+};
+
+struct AttentionCase {
+  engine::OpCase c;
+  engine::BufferId out, k_cache;
+};
+
+// This step's K and V written into a 512-row cache that holds random rows everywhere (as earlier steps left it; only
+// rows <= each position may be read), then causal attention of the step's queries over it.
+inline AttentionCase attention_case(const AttentionShape& s, uint32_t& seed) {
+  const int64_t ctx = 512, kv_width = s.kv_heads * s.head_dim;
+  engine::OpCase c(s.n_tokens, ctx);
+  c.start_pos = s.start_pos;
+  const engine::BufferId q = c.input("q", s.n_tokens * s.heads * s.head_dim, seed++);
+  const engine::BufferId k = c.input("k", s.n_tokens * kv_width, seed++);
+  const engine::BufferId v = c.input("v", s.n_tokens * kv_width, seed++);
+  const engine::BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
+  const engine::BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
+  const engine::BufferId out = c.output("attn", s.n_tokens * s.heads * s.head_dim);
+  const auto positions = c.plan.positions;
+  c.add("k write", engine::KvWriteOp{k, k_cache, positions, s.n_tokens, kv_width, ctx});
+  c.add("v write", engine::KvWriteOp{v, v_cache, positions, s.n_tokens, kv_width, ctx});
+  c.add("attention", engine::AttentionOp{q, k_cache, v_cache, positions, out, s.n_tokens, s.heads, s.kv_heads,
+                                         s.head_dim, s.head_dim, ctx, 1.f / std::sqrt(float(s.head_dim))});
+  return {std::move(c), out, k_cache};
+}
+
+struct ElementwiseCase {
+  engine::OpCase c;
+  engine::BufferId ffn, x;  // silu(gate) * up; x + ffn + bias
+};
+
+inline ElementwiseCase elementwise_case(int64_t rows, int64_t width) {
+  engine::OpCase c(1, 8);
+  const engine::BufferId gate = c.input("gate", rows * width, 700, 6.f);
+  const engine::BufferId up = c.input("up", rows * width, 701);
+  const engine::BufferId out = c.output("ffn", rows * width);
+  const engine::BufferId x = c.input("x", rows * width, 702);
+  const engine::WeightId bias = c.weight("bias", model::GgmlType::F32, 1, width, 703);
+  c.add("swiglu", engine::SwiGluOp{gate, up, out, rows * width});
+  c.add("residual", engine::AddOp{x, out, rows * width});
+  c.add("bias", engine::AddBiasOp{x, bias, rows, width});
+  return {std::move(c), out, x};
+}
+
+}  // namespace greta::test
