@@ -17,8 +17,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
-layout(binding = 1) readonly buffer X { float x[]; };
-layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(binding = 1) readonly buffer X { vec4 x4[]; };  // K % 4 == 0: every row of X starts on a vec4
+layout(binding = 2) buffer Y { float y[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
@@ -28,6 +28,7 @@ layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint WM = 2;
 layout(constant_id = 4) const uint WN = 2;
+layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 const uint BK = 32;
 const uint SM = BM / WM, SN = BN / WN;  // one subgroup's block of C
 const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N
@@ -59,8 +60,7 @@ void main() {
       const uint m = item / (BK / 4), kk = (item % (BK / 4)) * 4;
       vec4 v = vec4(0.0);
       if (m0 + m < pc.n_tokens && k0 + kk < pc.cols) {
-        const uint src = (m0 + m) * pc.cols + k0 + kk;
-        v = vec4(x[src], x[src + 1], x[src + 2], x[src + 3]);
+        v = x4[((m0 + m) * pc.cols + k0 + kk) / 4];
       }
       const uint at = m * LDS + kk;
       xs[at] = float16_t(v.x); xs[at + 1] = float16_t(v.y); xs[at + 2] = float16_t(v.z); xs[at + 3] = float16_t(v.w);
@@ -86,7 +86,10 @@ void main() {
       subgroupBarrier();
       for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {
         const uint m = m0 + sm * SM + i * 16 + e / 16, n = n0 + sn * SN + j * 16 + e % 16;
-        if (m < pc.n_tokens && n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = cs[sg * 256 + e];
+        if (m < pc.n_tokens && n < pc.rows) {
+          const uint at = m * pc.out_stride + pc.out_row0 + n;
+          y[at] = ACCUMULATE ? y[at] + cs[sg * 256 + e] : cs[sg * 256 + e];
+        }
       }
       subgroupBarrier();
     }

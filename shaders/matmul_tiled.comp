@@ -14,9 +14,10 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
+layout(constant_id = 4) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
-layout(binding = 1) readonly buffer X { float x[]; };
-layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(binding = 1) readonly buffer X { vec4 x4[]; };  // K % 4 == 0: every row of X starts on a vec4
+layout(binding = 2) buffer Y { float y[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
@@ -45,10 +46,14 @@ void main() {
       ws[(kk + 2) * BN + n] = v.z;
       ws[(kk + 3) * BN + n] = v.w;
     }
-    // Stage X: BM tokens x BK columns.
-    for (uint item = tid; item < BM * BK; item += wg) {
-      const uint m = item / BK, kk = item % BK;
-      xs[kk * BM + m] = (m0 + m < pc.n_tokens && k0 + kk < pc.cols) ? x[(m0 + m) * pc.cols + k0 + kk] : 0.0;
+    // Stage X: BM tokens x BK columns, 4 columns per load.
+    for (uint item = tid; item < BM * (BK / 4); item += wg) {
+      const uint m = item / (BK / 4), kk = (item % (BK / 4)) * 4;
+      const vec4 v = (m0 + m < pc.n_tokens && k0 + kk < pc.cols) ? x4[((m0 + m) * pc.cols + k0 + kk) / 4] : vec4(0.0);
+      xs[(kk + 0) * BM + m] = v.x;
+      xs[(kk + 1) * BM + m] = v.y;
+      xs[(kk + 2) * BM + m] = v.z;
+      xs[(kk + 3) * BM + m] = v.w;
     }
     barrier();
     for (uint kk = 0; kk < BK; ++kk) {
@@ -65,7 +70,10 @@ void main() {
     if (m >= pc.n_tokens) continue;
     for (uint j = 0; j < TN; ++j) {
       const uint n = n0 + tn * TN + j;
-      if (n < pc.rows) y[m * pc.out_stride + pc.out_row0 + n] = acc[i][j];
+      if (n < pc.rows) {
+        const uint at = m * pc.out_stride + pc.out_row0 + n;
+        y[at] = ACCUMULATE ? y[at] + acc[i][j] : acc[i][j];
+      }
     }
   }
 }

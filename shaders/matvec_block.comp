@@ -22,9 +22,10 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
+layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
-layout(binding = 2) writeonly buffer Y { float y[]; };
+layout(binding = 2) buffer Y { float y[]; };
 layout(push_constant) uniform Push { uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; } pc;
 #include "dequant.glsl"
 
@@ -281,7 +282,8 @@ void main() {
     if (tid < ROWS && row0 + tid < pc.rows) {
       float s = 0.0;
       for (uint i = 0; i < gl_NumSubgroups; ++i) s += partial[tid * MAX_SUBGROUPS + i];
-      y[t * pc.out_stride + pc.out_row0 + row0 + tid] = s;
+      const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
+      y[at] = ACCUMULATE ? y[at] + s : s;
     }
     barrier();  // partial[] is reused by the next row group
   }

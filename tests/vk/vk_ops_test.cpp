@@ -156,3 +156,20 @@ TEST_CASE("vk swiglu, residual add, bias add") {
       compare(c, x, 1e-12);
     }
 }
+
+TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matches the CPU") {
+  uint32_t seed = 800;
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q4_0, GgmlType::Q6_K})
+    for (int64_t n : {int64_t(1), int64_t(67)}) {
+      const std::string type_name = model::type_name(type);
+      CAPTURE(type_name);
+      CAPTURE(n);
+      auto [c, product] = test::matmul_case(type, n, 256, seed, 130);
+      const BufferId x = c.input("residual", n * 130, seed++);
+      c.add("residual", AddOp{x, product, n * 130});
+      auto vk = vk_backend();
+      auto prepared = c.load_and_prepare(*vk);
+      CHECK(vk::describe_kernels(*prepared).find("fused") != std::string::npos);
+      compare(c, x, 1e-9);
+    }
+}

@@ -91,7 +91,7 @@ inline constexpr uint32_t kElementwiseWorkgroup = 256;
 
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
-void encode_matmul(OpEncoder& e, const engine::MatMulOp& op);
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);
 void encode_rope(OpEncoder& e, const engine::RopeOp& op);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);

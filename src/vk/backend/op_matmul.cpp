@@ -4,6 +4,8 @@
 //   prefill, device with 16x16x16 f16 cooperative matrices:           matmul_coopmat (not for F32 weights)
 //   prefill otherwise:                                                 matmul_tiled
 // A weight split over several buffers gets one dispatch per chunk; each writes its rows of the output.
+// With `accumulate`, every kernel adds its product to what `out` holds (y += W x): the backend fuses a residual add
+// that consumes the product into the matmul that makes it.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -44,7 +46,7 @@ struct MatmulPush {
 
 }  // namespace
 
-void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
   to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
@@ -74,7 +76,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
       constexpr uint32_t kLocal = 128, kRows = 2;
       const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
       const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
-      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}});
+      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}, {2, accumulate}});
       const uint32_t row_groups = (push.rows + kRows - 1) / kRows;
       // The first five fields are the matvec kernels' push block.
       struct { uint32_t row_bytes, rows, cols, out_row0, out_stride; } mv{push.row_bytes, push.rows, push.cols,
@@ -85,7 +87,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
     } else if (kernel == MatmulKernel::tiled) {
       constexpr uint32_t kTile = 64, kLocal = 256, kBk = 16;
       const ShaderId id = weight_shader(WeightKernel::matmul_tiled, w.type);
-      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kTile}, {2, kTile}, {3, kBk}});
+      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kTile}, {2, kTile}, {3, kBk}, {4, accumulate}});
       e.dispatch(p, {weights, in, out}, as_push(push),
                  {(push.rows + kTile - 1) / kTile, (push.n_tokens + kTile - 1) / kTile, 1});
       e.note_variant(shader_blob(id).name);
@@ -101,11 +103,13 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op) {
       options.full_subgroups = e.info().compute_full_subgroups;
       if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
       const ShaderId id = weight_shader(WeightKernel::matmul_coopmat, w.type);
-      const auto& p = e.pipeline(id, {{0, tile.wm * tile.wn * sg}, {1, bm}, {2, bn}, {3, tile.wm}, {4, tile.wn}}, options);
+      const auto& p = e.pipeline(id, {{0, tile.wm * tile.wn * sg}, {1, bm}, {2, bn}, {3, tile.wm}, {4, tile.wn}, {5, accumulate}},
+                                 options);
       e.dispatch(p, {weights, in, out}, as_push(push), {(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm, 1});
       e.note_variant(shader_blob(id).name);
     }
   }
+  if (accumulate) e.note_variant("fused residual add (y += W x)");
 }
 
 }  // namespace greta::vk

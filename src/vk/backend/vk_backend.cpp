@@ -3,7 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <string_view>
 #include <utility>
@@ -46,6 +48,26 @@ MatmulKernel matmul_from_env(MatmulKernel chosen) {
   if (s == "matvec") return MatmulKernel::matvec;
   if (s == "auto") return MatmulKernel::automatic;
   fail("GRETA_VK_MATMUL=", s, ": expected auto, tiled, coopmat or matvec");
+}
+
+// When op i is a matmul writing a scratch product P and op i + 1 (inside `end`) adds P into x over exactly P's
+// elements, and P is read by no later op before it is written again, returns the matmul retargeted to x (to run as
+// x += W in); otherwise nothing.
+std::optional<engine::MatMulOp> fused_residual_matmul(const engine::Plan& plan, size_t i, size_t end) {
+  const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op);
+  if (!mm || i + 1 >= end) return std::nullopt;
+  const auto* add = std::get_if<engine::AddOp>(&plan.ops[i + 1].op);
+  if (!add || add->y != mm->out || add->x == mm->out || add->x == mm->in ||
+      add->elems != mm->n_tokens * mm->out_features || plan.buffers[size_t(mm->out)].role != BufferRole::Scratch)
+    return std::nullopt;
+  for (size_t j = i + 2; j < plan.ops.size(); ++j) {
+    const std::vector<engine::BufferId> reads = engine::read_buffers(plan.ops[j]);
+    if (std::find(reads.begin(), reads.end(), mm->out) != reads.end()) return std::nullopt;
+    if (engine::written_region(plan.ops[j], engine::StepInput{}).buffer == mm->out) break;
+  }
+  engine::MatMulOp fused = *mm;
+  fused.out = add->x;
+  return fused;
 }
 
 class VkBackend : public engine::Backend {
@@ -227,8 +249,13 @@ private:
       // cache writes) run concurrently. Weights are never written, so only plan buffers are tracked.
       std::set<engine::BufferId> written, read;
       for (size_t i = range.begin; i < range.end; ++i) {
-        const engine::BufferId out = engine::written_region(ops[i], engine::StepInput{}).buffer;
-        const std::vector<engine::BufferId> in = engine::read_buffers(ops[i]);
+        // A residual add that consumes a matmul's product runs inside the matmul (y += W x): one dispatch and one
+        // barrier level less per projection (attn_output, ffn_down). Not within single-op ranges (verify mode).
+        const std::optional<engine::MatMulOp> fused = fused_residual_matmul(p.plan(), i, range.end);
+        const engine::PlanOp& op_i = ops[i];
+        const engine::BufferId out = fused ? fused->out : engine::written_region(op_i, engine::StepInput{}).buffer;
+        std::vector<engine::BufferId> in = engine::read_buffers(op_i);
+        if (fused) in.push_back(fused->out);
         bool hazard = written.count(out) || read.count(out);
         for (engine::BufferId b : in) hazard = hazard || written.count(b);
         if (hazard) {
@@ -244,7 +271,7 @@ private:
               using T = std::decay_t<decltype(op)>;
               if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
               else if constexpr (std::is_same_v<T, engine::RmsNormOp>) encode_rmsnorm(e, op);
-              else if constexpr (std::is_same_v<T, engine::MatMulOp>) encode_matmul(e, op);
+              else if constexpr (std::is_same_v<T, engine::MatMulOp>) fused ? encode_matmul(e, *fused, true) : encode_matmul(e, op);
               else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
               else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
               else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
@@ -252,7 +279,8 @@ private:
               else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
               else encode_add(e, op);
             },
-            ops[i].op);
+            op_i.op);
+        if (fused) p.variants[++i] = "(fused into the previous matmul)";
       }
     });
     context_->queue().wait_all();  // constant buffers uploaded while encoding
