@@ -11,6 +11,10 @@
 
 namespace greta::vk {
 
+// attention_coopmat.comp's shared memory at its largest head dim (128): Q, K, V, S, P, O and the O update.
+constexpr uint32_t kCoopmatAttentionSharedBytes =
+    16 * 128 * 2 + 2 * 32 * 128 * 2 + 16 * 32 * 4 + 16 * 32 * 2 + 2 * 16 * 128 * 4 + 4 * 16 * 4;
+
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   constexpr uint32_t kLocal = 64;  // keys per block; attention.comp covers head_dim_v <= 4 * kLocal
   if (op.head_dim > 512 || op.head_dim_v > 4 * int64_t(kLocal))
@@ -25,6 +29,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                   to_u32(op.head_dim, "head dim"), to_u32(op.head_dim_v, "head dim v"), op.scale};
   const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
+                       e.info().max_shared_memory >= kCoopmatAttentionSharedBytes &&
                        shader_available(ShaderId::attention_coopmat_f16);
   if (coopmat) {
     const uint32_t sg = e.info().subgroup_size;
