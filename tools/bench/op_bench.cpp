@@ -6,9 +6,12 @@
 #include <cstring>
 #include <exception>
 #include <random>
+#include <type_traits>
+#include <variant>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
+#include "hip/hip_loader.h"
 #include "model/quants.h"
 
 namespace greta::bench {
@@ -50,8 +53,9 @@ Result blank_row(const OpSpec& spec) {
   return r;
 }
 
-void check_validation_log(const engine::Backend& backend) {
-  const auto messages = vk::validation_messages(backend);
+void check_validation_log(const BenchBackend& b, const engine::Backend& backend) {
+  if (!b.validation_messages) return;
+  const auto messages = b.validation_messages(backend);
   if (!messages.empty()) fail("the validation layer reported ", messages.size(), " message(s); first: ", messages[0]);
 }
 
@@ -83,46 +87,74 @@ std::optional<cli::Args> parse_op_options(int argc, char** argv, const char* nam
 
 OpBench::OpBench(std::string name, const OpBenchOptions& options)
     : name_(std::move(name)), options_(options), context_(open_context(options)) {
-  small_shapes_ = options.quick;
-  if (!small_shapes_ && device().type == VK_PHYSICAL_DEVICE_TYPE_CPU) {
+  const vk::DeviceInfo& info = context_->info();
+  backend_.device = info.name;
+  backend_.driver = info.driver_name + " " + info.driver_info;
+  backend_.index = int(info.index);
+  backend_.cpu_device = info.type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  backend_.create = [device = options.device, validation = options.validation](const OpSpec& spec) {
+    vk::VkBackendOptions o;
+    o.device = device;
+    o.validation = validation;
+    o.matmul = spec.kernel;
+    return vk::create_vk_backend(o);
+  };
+  backend_.kernel_name = [](const engine::OpCase&, const engine::PreparedPlan& prepared) {
+    return kernel_of(prepared);
+  };
+  backend_.validation_messages = [](const engine::Backend& b) { return vk::validation_messages(b); };
+  backend_.ceiling = [ctx = context_.get()](const OpBenchOptions& opts) {
+    BenchOptions o = opts;
+    o.iterations = std::min(o.iterations, 10);
+    o.warmup = std::min(o.warmup, 2);
+    const Row row = measure_shader_copy(*ctx, opts.copy_bytes, o);
+    return BenchBackend::Ceiling{
+        row.gbps(), cat("% copy: fraction of the shader_u32x4 copy bandwidth (vk_copy_bench) of ",
+                        format_bytes(double(row.bytes)), " measured in this run: ", number(row.gbps(), "%.1f"),
+                        " GB/s counting read + write")};
+  };
+  init();
+}
+
+OpBench::OpBench(std::string name, const OpBenchOptions& options, BenchBackend backend)
+    : name_(std::move(name)), options_(options), backend_(std::move(backend)) {
+  init();
+}
+
+void OpBench::init() {
+  small_shapes_ = options_.quick;
+  if (!small_shapes_ && backend_.cpu_device) {
     small_shapes_ = true;
-    note(cat(device().name, " is a CPU device: the default shapes are the --quick ones (the GPU-sized defaults would "
-             "take minutes here); shapes given on the command line are used as given"));
+    note(cat(backend_.device, " is a CPU device: the default shapes are the --quick ones (the GPU-sized defaults "
+             "would take minutes here); shapes given on the command line are used as given"));
   }
   if (options_.copy_bytes == 0) options_.copy_bytes = uint64_t(small_shapes_ ? 16 : 256) << 20;
 }
 
 OpBench::~OpBench() = default;
 
+const vk::DeviceInfo& OpBench::device() const {
+  GRETA_CHECK(context_, "OpBench::device(): not a Vulkan bench");
+  return context_->info();
+}
+
 double OpBench::copy_gbps() {
   if (copy_gbps_ > 0) return copy_gbps_;
-  BenchOptions o = options_;
-  o.iterations = std::min(o.iterations, 10);
-  o.warmup = std::min(o.warmup, 2);
-  const Row row = measure_shader_copy(*context_, options_.copy_bytes, o);
-  copy_gbps_ = row.gbps();
-  note(cat("% copy: fraction of the shader_u32x4 copy bandwidth (vk_copy_bench) of ", format_bytes(double(row.bytes)),
-           " measured in this run: ", number(copy_gbps_, "%.1f"), " GB/s counting read + write"));
+  BenchBackend::Ceiling c = backend_.ceiling(options_);
+  copy_gbps_ = c.gbps;
+  note(std::move(c.note));
   return copy_gbps_;
 }
 
-Column OpBench::percent_of_copy(double gbps) { return {"% copy", 100.0 * gbps / copy_gbps()}; }
-
-std::unique_ptr<engine::Backend> OpBench::make_backend(vk::MatmulKernel kernel) const {
-  vk::VkBackendOptions o;
-  o.device = options_.device;
-  o.validation = options_.validation;
-  o.matmul = kernel;
-  return vk::create_vk_backend(o);
-}
+Column OpBench::percent_of_copy(double gbps) { return {backend_.ceiling_column, 100.0 * gbps / copy_gbps()}; }
 
 Result OpBench::run(const OpSpec& spec) {
   Result r = blank_row(spec);
   Built timed = spec.build(false);
-  auto backend = make_backend(spec.kernel);
+  auto backend = backend_.create(spec);
   auto prepared = timed.c.load_and_prepare(*backend);
   timed.c.run(*backend, *prepared);  // writes every input once; the timed runs reuse them
-  r.kernel = kernel_of(*prepared);
+  r.kernel = backend_.kernel_name(timed.c, *prepared);
 
   cpu::CpuBackend cpu;
   std::vector<float> got, want;
@@ -131,10 +163,10 @@ Result OpBench::run(const OpSpec& spec) {
     want = timed.c.run_once(cpu, timed.out);
   } else {
     Built small = spec.build(true);
-    auto checker = make_backend(spec.kernel);
+    auto checker = backend_.create(spec);
     got = small.c.run_once(*checker, small.out);
     want = small.c.run_once(cpu, small.out);
-    if (options_.validation) check_validation_log(*checker);
+    if (options_.validation) check_validation_log(backend_, *checker);
     r.checked = spec.checked_shape;
   }
   GRETA_CHECK(got.size() == want.size());
@@ -166,7 +198,7 @@ Result OpBench::run(const OpSpec& spec) {
   for (double s : seconds) gpu += s;
   r.gpu_timer = gpu > 0;
   r.seconds = (r.gpu_timer ? gpu : wall) / r.reps;
-  if (options_.validation) check_validation_log(*backend);
+  if (options_.validation) check_validation_log(backend_, *backend);
   return r;
 }
 
@@ -178,7 +210,6 @@ Result OpBench::unavailable(const OpSpec& spec, const std::string& kernel) const
 }
 
 void OpBench::print() const {
-  const vk::DeviceInfo& info = context_->info();
   std::vector<std::string> extra;  // the bench's columns, in order of first appearance
   for (const Result& r : results_)
     for (const Column& c : r.columns)
@@ -191,8 +222,8 @@ void OpBench::print() const {
   if (options_.json) {
     std::printf("{\"bench\": \"%s\", \"device\": \"%s\", \"device_index\": %u, \"driver\": \"%s\", \"iterations\": %d, "
                 "\"warmup\": %d, \"max_seconds\": %g, \"results\": [",
-                name_.c_str(), json_escape(info.name).c_str(), info.index,
-                json_escape(info.driver_name + " " + info.driver_info).c_str(), options_.iterations, options_.warmup,
+                name_.c_str(), json_escape(backend_.device).c_str(), unsigned(backend_.index),
+                json_escape(backend_.driver).c_str(), options_.iterations, options_.warmup,
                 options_.max_seconds);
     for (size_t i = 0; i < results_.size(); ++i) {
       const Result& r = results_[i];
@@ -210,8 +241,8 @@ void OpBench::print() const {
     std::printf("]}\n");
     return;
   }
-  std::printf("%s on [%u] %s (%s %s), up to %d runs per case (%g s) after %d warm-up\n", name_.c_str(), info.index,
-              info.name.c_str(), info.driver_name.c_str(), info.driver_info.c_str(), options_.iterations,
+  std::printf("%s on [%u] %s (%s), up to %d runs per case (%g s) after %d warm-up\n", name_.c_str(),
+              unsigned(backend_.index), backend_.device.c_str(), backend_.driver.c_str(), options_.iterations,
               options_.max_seconds, options_.warmup);
   // Every cell as text, then columns as wide as their widest cell.
   std::vector<std::vector<std::string>> table;
@@ -308,6 +339,62 @@ double attended_keys(const AttentionShape& s) {
 }
 
 double kv_bytes(const AttentionShape& s) { return double(s.start + s.n_tokens) * double(s.kv_heads * s.head_dim) * 8; }
+
+namespace {
+// The HIP backend's kernel for the case's only op, by its selection rule (hip_backend.h, hip_backend.hip use_gemm,
+// use_flash_attention): the plugin does not report the kernel it launched.
+std::string hip_kernel(const engine::OpCase& c, bool matrix_cores) {
+  GRETA_CHECK(c.plan.ops.size() == 1);
+  return std::visit(
+      [&](const auto& o) -> std::string {
+        using T = std::decay_t<decltype(o)>;
+        if constexpr (std::is_same_v<T, engine::MatMulOp>) {
+          const model::GgmlType type = c.weights[size_t(o.weight)].type;
+          const bool gemm = matrix_cores && type != model::GgmlType::F32 && o.n_tokens > 8;  // kMatvecTokens
+          return cat(gemm ? "gemm_mma_" : "matvec_", model::type_name(type));
+        } else if constexpr (std::is_same_v<T, engine::AttentionOp>) {
+          const bool flash = matrix_cores && o.n_tokens >= 16 && o.head_dim <= 256 && o.head_dim_v <= 256;
+          return flash ? "attention_flash_mma" : "attention_splitk";
+        } else {
+          return c.plan.ops[0].label;
+        }
+      },
+      c.plan.ops[0].op);
+}
+}  // namespace
+
+std::optional<BenchBackend> hip_backend(const char* name, const OpBenchOptions& options, bool require_device,
+                                        GretaHipDeviceInfo& info) {
+  hip::PluginInfo plugin;
+  try {
+    plugin = hip::load_plugin();
+    const auto devices = hip::list_devices();
+    const int index = options.device < 0 ? 0 : options.device;
+    if (devices.empty()) fail("the plugin ", plugin.path, " loaded but the runtime lists no GPU");
+    if (index >= int(devices.size())) fail("device index ", index, " is out of range: ", devices.size(), " found");
+    info = devices[size_t(index)];
+  } catch (const Error& e) {
+    if (require_device) fail("no HIP device (", e.what(), ")");
+    std::printf("%s: no HIP device (%s)\n", name, e.what());
+    return std::nullopt;
+  }
+  BenchBackend b;
+  b.device = cat(info.name, " (", info.platform, " ", info.arch, ")");
+  b.driver = cat("HIP plugin ", plugin.path, ", ", plugin.targets);
+  b.index = info.index;
+  b.create = [index = info.index](const OpSpec&) { return hip::create_backend(index); };
+  b.kernel_name = [mma = info.matrix_cores != 0](const engine::OpCase& c, const engine::PreparedPlan&) {
+    return hip_kernel(c, mma);
+  };
+  b.ceiling_column = "% peak BW";
+  b.ceiling = [gbps = info.memory_gbps](const OpBenchOptions&) {
+    return BenchBackend::Ceiling{
+        gbps, cat("% peak BW: fraction of the peak memory bandwidth the HIP plugin reports (GretaHipDeviceInfo"
+                  "::memory_gbps, memory clock x bus width: ", number(gbps, "%.0f"),
+                  " GB/s), not a measured copy: the plugin exposes no copy kernel")};
+  };
+  return b;
+}
 
 int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
   try {

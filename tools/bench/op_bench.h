@@ -1,13 +1,15 @@
 // Shared machinery of the kernel benchmarks (vk_matvec_bench, vk_gemm_bench, vk_attention_bench, vk_rmsnorm_bench,
-// vk_rope_bench, vk_softmax_bench), in the style of llm.c's kernel lab: every case is an engine::OpCase of one op.
+// vk_rope_bench, vk_softmax_bench; hip_matvec_bench, hip_gemm_bench, hip_attention_bench), in the style of llm.c's
+// kernel lab: every case is an engine::OpCase of one op.
 //   1. validate: the case (or, for shapes too big for the CPU reference, a smaller case of the same kind, named in the
-//      table's "checked" column) runs on the CPU backend and on the Vulkan backend; NMSE = sum (vk - cpu)^2 / sum cpu^2
-//      of the output must stay within the limits of tests/vk/vk_ops_test.cpp, else the bench fails with one line;
-//   2. time: the full-size case on the Vulkan backend with profiling on (GPU timestamps summed per op,
+//      table's "checked" column) runs on the CPU backend and on the GPU backend; NMSE = sum (gpu - cpu)^2 / sum cpu^2
+//      of the output must stay within the limits of the backend's op tests, else the bench fails with one line;
+//   2. time: the full-size case on the GPU backend with profiling on (GPU timestamps or events summed per op,
 //      PreparedPlan::op_seconds), after warm-up; the mean over the repetitions is reported.
-// Each bench turns the time into its figure of merit (GB/s, TFLOP/s, ...) and the fraction of a ceiling: the shader
-// copy bandwidth measured in the same run (bench_common: measure_shader_copy), a peak given on the command line, or
-// the best kernel.
+// Each bench turns the time into its figure of merit (GB/s, TFLOP/s, ...) and the fraction of a ceiling: on Vulkan
+// the shader copy bandwidth measured in the same run (bench_common: measure_shader_copy); on HIP the peak memory
+// bandwidth the plugin reports (GretaHipDeviceInfo: the plugin exposes no copy to measure); a peak given on the
+// command line; or the best kernel. The GPU backend is a BenchBackend: the Vulkan one unless a bench passes another.
 #pragma once
 #include <cmath>
 #include <functional>
@@ -20,6 +22,7 @@
 #include "args.h"
 #include "bench_common.h"
 #include "engine/op_case.h"
+#include "hip/plugin_api.h"
 #include "model/tensor_types.h"
 #include "vk/backend/vk_backend.h"
 
@@ -51,6 +54,25 @@ struct OpSpec {
   vk::MatmulKernel kernel = vk::MatmulKernel::automatic;
 };
 
+// The GPU backend a bench times, as functions (OpBench(name, options) builds the Vulkan one; hip_backend() the HIP
+// one). `ceiling` is called at most once, on first use of the bandwidth ceiling.
+struct BenchBackend {
+  std::string device, driver;  // table header and JSON: "NVIDIA H100 80GB HBM3", "NVIDIA 580.159.04"
+  int index = 0;
+  bool cpu_device = false;     // a CPU device (lavapipe): the small shapes by default
+  std::function<std::unique_ptr<engine::Backend>(const OpSpec&)> create;
+  // The kernel that runs the case's only op ("matvec_q4_0").
+  std::function<std::string(const engine::OpCase&, const engine::PreparedPlan&)> kernel_name;
+  // Messages of a validation layer, when options().validation; may be empty (none).
+  std::function<std::vector<std::string>(const engine::Backend&)> validation_messages;
+  std::string ceiling_column = "% copy";  // the column percent_of_copy() fills
+  struct Ceiling {
+    double gbps;
+    std::string note;  // what the ceiling is, printed under the table
+  };
+  std::function<Ceiling(const OpBenchOptions&)> ceiling;
+};
+
 struct Column {
   std::string name;  // "GB/s", "% copy"
   double value;      // kNaN: n/a
@@ -67,17 +89,19 @@ struct Result {
 
 class OpBench {
 public:
-  OpBench(std::string name, const OpBenchOptions& options);
+  OpBench(std::string name, const OpBenchOptions& options);  // on the Vulkan backend (options.device)
+  OpBench(std::string name, const OpBenchOptions& options, BenchBackend backend);
   ~OpBench();
 
   const OpBenchOptions& options() const { return options_; }
   // Whether the bench's default shapes are the small ones: with --quick, and on a CPU Vulkan device (lavapipe),
   // where the GPU-sized defaults would take minutes (a note says so; shapes named on the command line still apply).
   bool small_shapes() const { return small_shapes_; }
-  const vk::DeviceInfo& device() const { return context_->info(); }
-  // The shader-copy bandwidth (GB/s, read + write) of options().copy_bytes, measured on first use.
+  const vk::DeviceInfo& device() const;  // the Vulkan benches only
+  // The bandwidth ceiling (GB/s, read + write): on Vulkan the shader copy of options().copy_bytes, measured on
+  // first use; on HIP the plugin's peak figure.
   double copy_gbps();
-  // "% copy" of a bandwidth (kNaN stays kNaN).
+  // "% copy" (HIP: "% peak BW") of a bandwidth (kNaN stays kNaN).
   Column percent_of_copy(double gbps);
 
   // Validates and times one case. Throws greta::Error when the NMSE exceeds the limit.
@@ -91,10 +115,11 @@ public:
   void print() const;  // the table, or JSON with --json
 
 private:
-  std::unique_ptr<engine::Backend> make_backend(vk::MatmulKernel kernel) const;
+  void init();
   std::string name_;
   OpBenchOptions options_;
-  std::unique_ptr<vk::Context> context_;  // device facts and the copy ceiling; the backends open their own
+  std::unique_ptr<vk::Context> context_;  // Vulkan: device facts and the copy ceiling; the backends open their own
+  BenchBackend backend_;
   bool small_shapes_ = false;
   double copy_gbps_ = 0;
   std::vector<Result> results_;
@@ -118,6 +143,15 @@ struct AttentionShape {
 OpSpec attention_spec(const AttentionShape& s, std::string shape_label);
 double attended_keys(const AttentionShape& s);  // sum over the tokens of (position + 1)
 double kv_bytes(const AttentionShape& s);       // K and V rows 0 .. last position: each read at least once
+
+// The HIP backend of device options.device (-1: 0) through the plugin loader (hip_loader.h), with `info` filled in;
+// nullopt after printing "NAME: no HIP device (WHY)" when the plugin does not load or sees no device, unless
+// `require_device`, which throws instead. Kernel names follow the HIP backend's documented selection
+// (hip_backend.h); the ceiling is the plugin's memory_gbps.
+std::optional<BenchBackend> hip_backend(const char* name, const OpBenchOptions& options, bool require_device,
+                                        GretaHipDeviceInfo& info);
+inline const cli::OptionSpec k_require_device_option = {
+    "require-device", nullptr, false, "fail (exit 1) without a HIP device instead of printing one line, exit 0"};
 
 // main() of a bench: runs `run`, prints "NAME: error: MESSAGE" and returns 1 on any exception.
 int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv);
