@@ -18,7 +18,6 @@ using model::GgmlType;
 namespace {
 
 constexpr const char* k_name = "hip_gemm_bench";
-constexpr int64_t k_check_m = 64, k_check_n = 256;
 
 const cli::OptionSpec k_options[] = {
     {"mnk", "s", true,
@@ -28,27 +27,6 @@ const cli::OptionSpec k_options[] = {
     {"peak-tflops", nullptr, true, "the % peak reference in TFLOP/s (default: the plugin's fp16 matrix-core peak)"},
     k_require_device_option,
 };
-
-OpSpec gemm_spec(GgmlType type, int64_t m, int64_t n, int64_t k, bool matrix_cores) {
-  OpSpec spec;
-  spec.shape = shape_name({m, n, k});
-  spec.type = model::type_name(type);
-  // fp16 operands on the matrix cores: the limit of tests/hip (kMatrixCore); the fp32 matvec (F32 weights): 1e-9.
-  spec.nmse_limit = matrix_cores && type != GgmlType::F32 && m > 8 ? 2e-6 : 1e-9;
-  if (m > k_check_m || n > k_check_n)
-    spec.checked_shape = shape_name({std::min(m, k_check_m), std::min(n, k_check_n), k});
-  spec.build = [=](bool checked) {
-    const int64_t tokens = checked ? std::min(m, k_check_m) : m, rows = checked ? std::min(n, k_check_n) : n;
-    const bool small = tokens <= k_check_m && rows <= k_check_n;  // validated: random rows throughout
-    engine::OpCase c(tokens, tokens);
-    const engine::BufferId x = c.input("x", tokens * k, 1);
-    const engine::BufferId y = c.output("y", tokens * rows);
-    const engine::WeightId w = small ? c.weight("w", type, rows, k, 2) : repeated_weight(c, "w", type, rows, k, 2);
-    c.add("matmul", engine::MatMulOp{x, y, w, tokens, k, rows});
-    return Built{std::move(c), y};
-  };
-  return spec;
-}
 
 int run(int argc, char** argv) {
   OpBenchOptions options;
@@ -79,7 +57,7 @@ int run(int argc, char** argv) {
                        block));
         continue;
       }
-      Result r = bench.run(gemm_spec(type, m, n, k, info.matrix_cores != 0));
+      Result r = bench.run(gemm_spec(type, m, n, k));  // mma kernels are held to kF16OperandsNmse
       const double tflops = 2.0 * double(m) * double(n) * double(k) / r.seconds * 1e-12;
       r.columns = {{"TFLOP/s", tflops}, {"% peak", peak > 0 ? 100.0 * tflops / peak : kNaN}};
       bench.add(std::move(r));

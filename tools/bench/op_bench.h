@@ -50,7 +50,7 @@ struct OpSpec {
   std::string shape, type;                      // table columns
   std::function<Built(bool checked)> build;     // build(false): the timed case; build(true): the validated one
   std::string checked_shape;                    // empty: build(true) == build(false), validated as timed
-  double nmse_limit = 1e-9;
+  double nmse_limit = 1e-9;  // raised to kF16OperandsNmse when the kernel that ran has f16 operands (coopmat, mma)
   vk::MatmulKernel kernel = vk::MatmulKernel::automatic;
 };
 
@@ -72,6 +72,10 @@ struct BenchBackend {
   };
   std::function<Ceiling(const OpBenchOptions&)> ceiling;
 };
+
+// The limit for kernels that round their operands to f16 (cooperative-matrix / MMA GEMM and attention), as in
+// tests/vk/vk_ops_test.cpp and tests/hip: OpBench::run applies it when the kernel's name says coopmat or mma.
+inline constexpr double kF16OperandsNmse = 2e-6;
 
 struct Column {
   std::string name;  // "GB/s", "% copy"
@@ -103,6 +107,7 @@ public:
   double copy_gbps();
   // "% copy" (HIP: "% peak BW") of a bandwidth (kNaN stays kNaN).
   Column percent_of_copy(double gbps);
+  const std::string& ceiling_column() const { return backend_.ceiling_column; }
 
   // Validates and times one case. Throws greta::Error when the NMSE exceeds the limit.
   Result run(const OpSpec& spec);
@@ -151,7 +156,20 @@ double kv_bytes(const AttentionShape& s);       // K and V rows 0 .. last positi
 std::optional<BenchBackend> hip_backend(const char* name, const OpBenchOptions& options, bool require_device,
                                         GretaHipDeviceInfo& info);
 inline const cli::OptionSpec k_require_device_option = {
-    "require-device", nullptr, false, "fail (exit 1) without a HIP device instead of printing one line, exit 0"};
+    "require-device", nullptr, false,
+    "HIP benches: fail (exit 1) without a HIP device instead of printing one line, exit 0"};
+
+// Which backend a kernel bench times. The matvec and attention benches are one source each, built twice
+// (vk_*_bench and hip_*_bench, GRETA_BENCH_HIP = 0 / 1 in tools/bench/CMakeLists.txt).
+enum class BenchTarget { vulkan, hip };
+// The bench on `target`; for HIP, `hip_info` receives the device's facts and nullptr comes back after
+// "NAME: no HIP device (...)" when there is none (an error with --require-device).
+std::unique_ptr<OpBench> open_bench(BenchTarget target, const char* name, const OpBenchOptions& options,
+                                    const cli::Args& args, GretaHipDeviceInfo& hip_info);
+
+// The prefill matmul out[m, n] = x[m, k] * W[n, k]^T of `type`; cases of more than 64 tokens or 256 rows are
+// checked against the CPU at m <= 64, n <= 256 with the full k.
+OpSpec gemm_spec(model::GgmlType type, int64_t m, int64_t n, int64_t k);
 
 // main() of a bench: runs `run`, prints "NAME: error: MESSAGE" and returns 1 on any exception.
 int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv);

@@ -16,8 +16,6 @@ using model::GgmlType;
 
 namespace {
 
-constexpr int64_t k_check_m = 64, k_check_n = 256;
-
 const cli::OptionSpec k_options[] = {
     {"mnk", "s", true,
      "comma-separated MxNxK: M tokens, N weight rows, K columns (default "
@@ -33,23 +31,8 @@ struct Kernel {
 constexpr Kernel k_kernels[] = {{"tiled", vk::MatmulKernel::tiled}, {"coopmat", vk::MatmulKernel::coopmat}};
 
 OpSpec gemm_spec(GgmlType type, int64_t m, int64_t n, int64_t k, vk::MatmulKernel kernel) {
-  OpSpec spec;
-  spec.shape = shape_name({m, n, k});
-  spec.type = model::type_name(type);
+  OpSpec spec = bench::gemm_spec(type, m, n, k);
   spec.kernel = kernel;
-  spec.nmse_limit = kernel == vk::MatmulKernel::coopmat && k % 4 == 0 ? 2e-6 : 1e-9;  // f16 operands: looser
-  if (m > k_check_m || n > k_check_n)
-    spec.checked_shape = shape_name({std::min(m, k_check_m), std::min(n, k_check_n), k});
-  spec.build = [=](bool checked) {
-    const int64_t tokens = checked ? std::min(m, k_check_m) : m, rows = checked ? std::min(n, k_check_n) : n;
-    const bool small = tokens <= k_check_m && rows <= k_check_n;  // validated: random rows throughout
-    engine::OpCase c(tokens, tokens);
-    const engine::BufferId x = c.input("x", tokens * k, 1);
-    const engine::BufferId y = c.output("y", tokens * rows);
-    const engine::WeightId w = small ? c.weight("w", type, rows, k, 2) : repeated_weight(c, "w", type, rows, k, 2);
-    c.add("matmul", engine::MatMulOp{x, y, w, tokens, k, rows});
-    return Built{std::move(c), y};
-  };
   return spec;
 }
 

@@ -1,8 +1,9 @@
-// hip_matvec_bench: vk_matvec_bench on the HIP backend (the plugin libgreta_hip.so, or libgreta_hip_cuda.so on NVIDIA;
-// docs/hip.md): the decode matmul (one token: out[r] = dot(weight row r, x)) for every weight type, on the matvec
-// kernel. GB/s = weight bytes / time (the activations are not counted); "% peak BW" is that against the peak memory
-// bandwidth the plugin reports (GretaHipDeviceInfo::memory_gbps; the plugin exposes no copy to measure). Validation
-// and timing as op_bench.h: matrices of more than 512 rows are checked against the CPU at 512 rows. Without a HIP
+// vk_matvec_bench / hip_matvec_bench (one source, GRETA_BENCH_HIP = 0 / 1): the decode matmul (one token:
+// out[r] = dot(weight row r, x)) for every weight type, on the matvec kernel. GB/s = weight bytes / time (the
+// activations, (rows + cols) * 4 bytes, are not counted), and its fraction of the bandwidth ceiling: on Vulkan the
+// shader copy measured in the same run (read + write), on HIP the peak memory bandwidth the plugin reports
+// (GretaHipDeviceInfo::memory_gbps; the plugin exposes no copy to measure). See op_bench.h for validation and
+// timing; matrices of more than 512 rows are checked against the CPU at 512 rows. hip_matvec_bench without a HIP
 // device: one line "hip_matvec_bench: no HIP device (...)", exit 0 (exit 1 with --require-device).
 #include <cstdio>
 
@@ -16,7 +17,8 @@ using model::GgmlType;
 
 namespace {
 
-constexpr const char* k_name = "hip_matvec_bench";
+constexpr BenchTarget k_target = GRETA_BENCH_HIP ? BenchTarget::hip : BenchTarget::vulkan;
+constexpr const char* k_name = GRETA_BENCH_HIP ? "hip_matvec_bench" : "vk_matvec_bench";
 constexpr const char* k_all_types = "f32,f16,bf16,q4_0,q4_1,q5_0,q5_1,q8_0,q2_k,q3_k,q4_k,q5_k,q6_k";
 constexpr int64_t k_check_rows = 512;
 
@@ -31,12 +33,14 @@ OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols) {
   OpSpec spec;
   spec.shape = shape_name({rows, cols});
   spec.type = model::type_name(type);
+  spec.kernel = vk::MatmulKernel::matvec;  // Vulkan: force the decode kernel (HIP picks it for one token anyway)
   if (rows > k_check_rows) spec.checked_shape = shape_name({k_check_rows, cols});
   spec.build = [=](bool checked) {
     const int64_t n = checked ? std::min(rows, k_check_rows) : rows;
     engine::OpCase c(1, 1);
     const engine::BufferId x = c.input("x", cols, 1);
     const engine::BufferId y = c.output("y", n);
+    // What is validated has random rows throughout; big timed matrices repeat 61 random rows (op_bench.h).
     const engine::WeightId w =
         n <= k_check_rows ? c.weight("w", type, n, cols, 2) : repeated_weight(c, "w", type, n, cols, 2);
     c.add("matvec", engine::MatMulOp{x, y, w, 1, cols, n});
@@ -48,16 +52,15 @@ OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols) {
 int run(int argc, char** argv) {
   OpBenchOptions options;
   const auto args = parse_op_options(argc, argv, k_name,
-                                     "Decode matmul (1 token) per weight type on the HIP backend: GB/s of weights, "
-                                     "% of the plugin's peak memory bandwidth.",
+                                     "Decode matmul (1 token) per weight type: GB/s of weights, % of the bandwidth "
+                                     "ceiling.",
                                      k_options, options);
   if (!args) return 0;
-  GretaHipDeviceInfo info{};
-  auto backend = hip_backend(k_name, options, args->has("require-device"), info);
-  if (!backend) return 0;
-  OpBench bench(k_name, options, std::move(*backend));
+  GretaHipDeviceInfo hip_info{};
+  const auto bench = open_bench(k_target, k_name, options, *args, hip_info);
+  if (!bench) return 0;
   std::vector<std::vector<int64_t>> shapes = {{4096, 4096}, {11008, 4096}, {4096, 11008}, {14336, 4096}};
-  if (bench.small_shapes()) shapes = {{512, 1024}, {256, 2048}};
+  if (bench->small_shapes()) shapes = {{512, 1024}, {256, 2048}};
   if (args->has("rows") || args->has("cols")) shapes = {{args->get_int("rows", 4096), args->get_int("cols", 4096)}};
   const auto types = parse_types(args->get("types", k_all_types));
 
@@ -67,22 +70,22 @@ int run(int argc, char** argv) {
     for (GgmlType type : types) {
       const int64_t block = model::traits(type).block_elems;
       if (cols % block != 0) {
-        bench.note(cat("skipped ", model::type_name(type), " at ", shape_name({rows, cols}), ": rows of ", block,
-                       "-element blocks need cols to be a multiple of ", block));
+        bench->note(cat("skipped ", model::type_name(type), " at ", shape_name({rows, cols}), ": rows of ", block,
+                        "-element blocks need cols to be a multiple of ", block));
         continue;
       }
-      Result r = bench.run(matvec_spec(type, rows, cols));
+      Result r = bench->run(matvec_spec(type, rows, cols));
       const double bytes = double(model::row_bytes(type, uint64_t(cols))) * double(rows);
       const double gbps = bytes / r.seconds * 1e-9;
-      r.columns = {{"weights MiB", bytes / 1048576.0}, {"GB/s", gbps}, bench.percent_of_copy(gbps)};
-      bench.add(std::move(r));
+      r.columns = {{"weights MiB", bytes / 1048576.0}, {"GB/s", gbps}, bench->percent_of_copy(gbps)};
+      bench->add(std::move(r));
     }
   }
-  bench.note("GB/s counts the weight bytes read once per run; weights smaller than the GPU's last-level cache may be "
-             "served from it across repeated runs, so small matrices can exceed the peak bandwidth");
-  bench.note(cat("timed matrices of more than ", k_check_rows, " rows repeat 61 random rows (the values do not "
-                 "change the speed); the checked column names the shape validated against the CPU"));
-  bench.print();
+  bench->note("GB/s counts the weight bytes read once per run; weights smaller than the GPU's last-level cache may "
+              "be served from it across repeated runs, so small matrices can exceed the bandwidth ceiling");
+  bench->note(cat("timed matrices of more than ", k_check_rows, " rows repeat 61 random rows (the values do not "
+                  "change the speed); the checked column names the shape validated against the CPU"));
+  bench->print();
   return 0;
 }
 
