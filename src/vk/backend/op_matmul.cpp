@@ -17,27 +17,37 @@ namespace greta::vk {
 
 namespace {
 
-// Up to this many tokens the matvec kernel (weights read once per token) beats staging tiles.
-constexpr int64_t kMatvecMaxTokens = 4;
-
 bool coopmat_usable(const OpEncoder& e, model::GgmlType type) {
   return e.has_coopmat_f16() && shader_available(weight_shader(WeightKernel::matmul_coopmat, type)) &&
          4 * e.info().subgroup_size <= e.info().max_workgroup_invocations;
 }
 
 struct CoopmatTile {
-  uint32_t bm = 64, bn = 64, wm = 2, wn = 2;
+  uint32_t bm = 128, bn = 64, wm = 4, wn = 2, bk = 64;
 };
 
-CoopmatTile coopmat_tile_from_env() {
+// matmul_coopmat.comp's limits: at most 4 x 4 fragments per subgroup, BK a multiple of 16, and at most 4 staged
+// uvec4 (8 halves each) of X and of W per invocation and K step; its shared memory must fit the device.
+bool coopmat_tile_valid(const CoopmatTile& t, const DeviceInfo& info) {
+  const uint32_t threads = t.wm * t.wn * info.subgroup_size;
+  const uint64_t shared_bytes = uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16 + uint64_t(t.wm) * t.wn * 1024;
+  if (threads > info.max_workgroup_invocations || shared_bytes > info.max_shared_memory) return false;
+  return t.wm > 0 && t.wn > 0 && t.bm % (16 * t.wm) == 0 && t.bn % (16 * t.wn) == 0 && t.bm / t.wm <= 64 &&
+         t.bn / t.wn <= 64 && t.bk % 16 == 0 && t.bk > 0 && t.bm * t.bk / 8 <= 4 * threads &&
+         t.bn * t.bk / 8 <= 4 * threads;
+}
+
+CoopmatTile coopmat_tile_from_env(const DeviceInfo& info) {
   CoopmatTile t;
   const char* v = std::getenv("GRETA_VK_COOPMAT_TILE");
   if (!v || !*v) return t;
-  unsigned bm = 0, bn = 0, wm = 0, wn = 0;
-  if (std::sscanf(v, "%ux%ux%ux%u", &bm, &bn, &wm, &wn) != 4 || wm == 0 || wn == 0 || bm % (16 * wm) != 0 ||
-      bn % (16 * wn) != 0 || bm > 256 || bn > 256)
-    fail("GRETA_VK_COOPMAT_TILE=", v, ": expected BMxBNxWMxWN with BM a multiple of 16*WM and BN of 16*WN, <= 256");
-  return {bm, bn, wm, wn};
+  unsigned bm = 0, bn = 0, wm = 0, wn = 0, bk = 32;
+  const int n = std::sscanf(v, "%ux%ux%ux%ux%u", &bm, &bn, &wm, &wn, &bk);
+  if ((n != 4 && n != 5) || !coopmat_tile_valid({bm, bn, wm, wn, bk}, info))
+    fail("GRETA_VK_COOPMAT_TILE=", v, ": expected BMxBNxWMxWN[xBK] with BM a multiple of 16*WM, BN of 16*WN, at most 4 ",
+         "fragments of 16 per subgroup each way, BK a multiple of 16, and BM*BK/8, BN*BK/8 <= 4*WM*WN*", info.subgroup_size,
+         ", within the device's workgroup and shared-memory limits");
+  return {bm, bn, wm, wn, bk};
 }
 
 struct MatmulPush {
@@ -52,13 +62,10 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
 
   MatmulKernel kernel = e.matmul_kernel();
-  if (kernel == MatmulKernel::automatic) {
-    if (op.n_tokens <= kMatvecMaxTokens || op.in_features % 4 != 0)
-      kernel = MatmulKernel::matvec;
-    else  // F32 weights keep f32 activations: the cooperative-matrix path rounds both operands to f16
-      kernel = w.type != model::GgmlType::F32 && coopmat_usable(e, w.type) ? MatmulKernel::coopmat : MatmulKernel::tiled;
-  }
-  if (kernel != MatmulKernel::matvec && op.in_features % 4 != 0) kernel = MatmulKernel::matvec;
+  // Decode (up to 4 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
+  if (matmul_uses_matvec(kernel, op)) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
+  if (kernel == MatmulKernel::automatic)  // F32 weights keep f32 activations: coopmat rounds both operands to f16
+    kernel = w.type != model::GgmlType::F32 && coopmat_usable(e, w.type) ? MatmulKernel::coopmat : MatmulKernel::tiled;
   if (kernel == MatmulKernel::coopmat && !coopmat_usable(e, w.type))
     fail("vk: the cooperative-matrix matmul was requested, but ", e.info().name,
          " (or this build) has no 16x16x16 f16 cooperative matrices");
@@ -69,22 +76,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                           to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
                           to_u32(op.out_features, "out features"), to_u32(op.n_tokens, "tokens")};
     const BufferSpan weights = w.matrix.chunk(c).span();
-    if (kernel == MatmulKernel::matvec) {
-      // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the
-      // block-wise kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md).
-      // Quantized rows (always a multiple of 32 elements) take the block-wise kernel, f32/f16/bf16 the generic one.
-      constexpr uint32_t kLocal = 128, kRows = 2;
-      const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
-      const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
-      const auto& p = e.pipeline(id, {{0, kLocal}, {1, kRows}, {2, accumulate}});
-      const uint32_t row_groups = (push.rows + kRows - 1) / kRows;
-      // The first five fields are the matvec kernels' push block.
-      struct { uint32_t row_bytes, rows, cols, out_row0, out_stride; } mv{push.row_bytes, push.rows, push.cols,
-                                                                         push.out_row0, push.out_stride};
-      e.dispatch(p, {weights, in, out}, as_push(mv),
-                 {std::min(row_groups, e.info().max_workgroup_count[0]), push.n_tokens, 1});
-      e.note_variant(shader_blob(id).name);
-    } else if (kernel == MatmulKernel::tiled) {
+    if (kernel == MatmulKernel::tiled) {
       constexpr uint32_t kTile = 64, kLocal = 256, kBk = 16;
       const ShaderId id = weight_shader(WeightKernel::matmul_tiled, w.type);
       const auto& p = e.pipeline(id, {{0, kLocal}, {1, kTile}, {2, kTile}, {3, kBk}, {4, accumulate}});
@@ -92,18 +84,19 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                  {(push.rows + kTile - 1) / kTile, (push.n_tokens + kTile - 1) / kTile, 1});
       e.note_variant(shader_blob(id).name);
     } else {
-      // Tile (BM x BN) and subgroup grid (WM x WN): 64 x 64 on 2 x 2 subgroups by default. On the H100 (512x4096x4096,
-      // f16 / q4_0 TFLOP/s) 64x64x2x2: 20.2 / 25.8; 128x128x2x2: 12.9 / -; 128x128x2x4: 18.8 / 23.0; 64x128x2x4:
-      // 25.2 / 26.2; 128x128x4x4: 25.2 / 26.9 -- all within 1.3x: the kernel is bound by staging (dequant, f16
-      // conversion, scalar shared stores), not by the tile shape. GRETA_VK_COOPMAT_TILE=BMxBNxWMxWN overrides it.
-      CoopmatTile tile = coopmat_tile_from_env();
-      const uint32_t bm = tile.bm, bn = tile.bn;
+      // Tile BM x BN on a WM x WN subgroup grid, K step BK: 128 x 64 on 4 x 2 subgroups, BK 64 by default (each
+      // subgroup 2 x 2 fragments). On the H100 (TFLOP/s, q4_0 at 512x4096x4096 / 512x11008x4096 / 4096^3):
+      // 64x64x2x2x32 65.5 / 52.4 / 68.1; 128x128x2x4x64 73.0 / 53.0 / 63.5; 64x128x2x4x64 77.0 / 62.8 / 78.0;
+      // 128x64x4x2x64 89.8 / 66.7 / 82.7; 256x128x4x2x32 49.2 / 51.0 / 72.4 (docs/benchmarks.md).
+      // GRETA_VK_COOPMAT_TILE=BMxBNxWMxWN[xBK] overrides it.
       const uint32_t sg = e.info().subgroup_size;
+      const CoopmatTile tile = coopmat_tile_from_env(e.info());
+      const uint32_t bm = tile.bm, bn = tile.bn;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
       if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
       const ShaderId id = weight_shader(WeightKernel::matmul_coopmat, w.type);
-      const auto& p = e.pipeline(id, {{0, tile.wm * tile.wn * sg}, {1, bm}, {2, bn}, {3, tile.wm}, {4, tile.wn}, {5, accumulate}},
+      const auto& p = e.pipeline(id, {{0, tile.wm * tile.wn * sg}, {1, bm}, {2, bn}, {3, tile.wm}, {4, tile.wn}, {5, accumulate}, {6, tile.bk}},
                                  options);
       e.dispatch(p, {weights, in, out}, as_push(push), {(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm, 1});
       e.note_variant(shader_blob(id).name);
