@@ -7,48 +7,89 @@
 // rows (spec constant 1, <= 8); every invocation walks the row in groups of 4 elements (dequant4) with a stride of
 // 4 * WG, keeping one partial sum per row; partial sums are reduced with subgroupAdd, then across subgroups through
 // shared memory. Row groups are a grid-stride loop, so any row count fits the device's group-count limit.
+//
+// Fused input (spec constant 3, INPUT; the backend's decode fusions, src/vk/backend/fusion.h):
+//   IN_RMSNORM  x is the un-normalized row (x_row0 + t) of the residual stream and aux the norm weight: the kernel
+//               computes dot(w, x * aux) and the row's sum of squares in the same pass, then multiplies the reduced
+//               dot product by 1 / sqrt(sum / cols + eps) -- rmsnorm(x) . w without the rmsnorm dispatch (1/rms is
+//               one scalar per token, so it factors out of the dot product; results equal the unfused pair up to f32
+//               rounding).
+//   IN_SWIGLU   x is the gate and aux the up projection (same layout): the activation is silu(x) * aux, computed as
+//               the swiglu kernel does.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+layout(constant_id = 3) const uint INPUT = IN_PLAIN;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) buffer Y { float y[]; };
-layout(push_constant) uniform Push { uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; } pc;
+layout(binding = 3) readonly buffer Aux { float aux[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else unused
+layout(push_constant) uniform Push {
+  uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
+  uint x_row0;  // token t reads row x_row0 + t of x (IN_RMSNORM: the final norm of the last token only)
+  float eps;    // IN_RMSNORM
+} pc;
 #include "dequant.glsl"
 
 const uint MAX_ROWS = 8;
 const uint MAX_SUBGROUPS = 64;
 shared float partial[MAX_ROWS * MAX_SUBGROUPS];
+shared float partial_ss[MAX_SUBGROUPS];  // IN_RMSNORM: the sum of squares per subgroup
+
+// The activation of element e of the row at x_base; IN_RMSNORM adds the element's square to ss.
+float activation(uint x_base, uint e, inout float ss) {
+  const float v = x[x_base + e];
+  if (INPUT == IN_RMSNORM) {
+    ss += v * v;
+    return v * aux[e];
+  }
+  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux[x_base + e];
+  return v;
+}
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
-  const uint x_base = t * pc.cols;
+  const uint x_base = (pc.x_row0 + t) * pc.cols;
   const uint cols4 = pc.cols & ~3u;
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+    float ss = 0.0;
     for (uint e = tid * 4; e < cols4; e += wg * 4) {
-      const vec4 xv = vec4(x[x_base + e], x[x_base + e + 1], x[x_base + e + 2], x[x_base + e + 3]);
+      vec4 xv;
+      for (uint j = 0; j < 4; ++j) xv[j] = activation(x_base, e + j, ss);
       for (uint r = 0; r < ROWS; ++r)
         if (row0 + r < pc.rows) acc[r] += dot(dequant4((row0 + r) * pc.row_bytes, e), xv);
     }
-    for (uint e = cols4 + tid; e < pc.cols; e += wg)  // tails exist only for f32/f16/bf16 rows
+    for (uint e = cols4 + tid; e < pc.cols; e += wg) {  // tails exist only for f32/f16/bf16 rows
+      const float xe = activation(x_base, e, ss);
       for (uint r = 0; r < ROWS; ++r)
-        if (row0 + r < pc.rows) acc[r] += dequant1((row0 + r) * pc.row_bytes, e) * x[x_base + e];
+        if (row0 + r < pc.rows) acc[r] += dequant1((row0 + r) * pc.row_bytes, e) * xe;
+    }
     for (uint r = 0; r < ROWS; ++r) {
       const float s = subgroupAdd(acc[r]);
       if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = s;
+    }
+    if (INPUT == IN_RMSNORM) {
+      const float s = subgroupAdd(ss);
+      if (subgroupElect()) partial_ss[gl_SubgroupID] = s;
     }
     barrier();
     if (tid < ROWS && row0 + tid < pc.rows) {
       float s = 0.0;
       for (uint i = 0; i < gl_NumSubgroups; ++i) s += partial[tid * MAX_SUBGROUPS + i];
+      if (INPUT == IN_RMSNORM) {
+        float sum_sq = 0.0;
+        for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
+        s *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
+      }
       const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
       y[at] = ACCUMULATE ? y[at] + s : s;
     }

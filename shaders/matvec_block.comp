@@ -17,21 +17,44 @@
 //
 // Results equal the reference's f32 dot products up to rounding (sums taken in another order, scales applied per
 // block or sub-block); tests/vk/vk_ops_test.cpp holds them to NMSE <= 1e-9.
+//
+// Fused input (spec constant 3, INPUT), as in matvec.comp: IN_RMSNORM reads the un-normalized row x_row0 + t and the
+// norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
+// product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+layout(constant_id = 3) const uint INPUT = IN_PLAIN;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
 layout(binding = 2) buffer Y { float y[]; };
-layout(push_constant) uniform Push { uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; } pc;
+layout(binding = 3) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else unused
+layout(push_constant) uniform Push {
+  uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
+  uint x_row0;  // token t reads row x_row0 + t of x
+  float eps;    // IN_RMSNORM
+} pc;
 #include "dequant.glsl"
 
 const uint MAX_ROWS = 8;
 const uint MAX_SUBGROUPS = 64;
 shared float partial[MAX_ROWS * MAX_SUBGROUPS];
+shared float partial_ss[MAX_SUBGROUPS];  // IN_RMSNORM: the sum of squares per subgroup
+
+// The activations at vec4 index i of the row whose first vec4 is x4_base; IN_RMSNORM adds their squares to ss.
+vec4 mv_activation(uint x4_base, uint i, inout float ss) {
+  const vec4 v = x4[x4_base + i];
+  if (INPUT == IN_RMSNORM) {
+    ss += dot(v, v);
+    return v * aux4[i];
+  }
+  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux4[x4_base + i];
+  return v;
+}
 
 // ---- helpers ---------------------------------------------------------------------------------------------------------
 
@@ -260,16 +283,17 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
-  const uint x4_base = t * (pc.cols >> 2);
+  const uint x4_base = (pc.x_row0 + t) * (pc.cols >> 2);
   const uint slots = pc.cols >> MV_SLOT_SHIFT;
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
     float acc[MAX_ROWS];
     for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+    float ss = 0.0;
     for (uint s = tid; s < slots; s += wg) {
       vec4 xs[MV_NX];
-      for (uint j = 0; j < MV_NX; ++j) xs[j] = x4[x4_base + mv_x4(s, j)];
+      for (uint j = 0; j < MV_NX; ++j) xs[j] = mv_activation(x4_base, mv_x4(s, j), ss);
       const vec4 xsum = mv_xsum(xs);
       // Rows past the end (the last group) repeat the last row; their sums are not written.
       for (uint r = 0; r < ROWS; ++r) acc[r] += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, xs, xsum);
@@ -278,10 +302,19 @@ void main() {
       const float s = subgroupAdd(acc[r]);
       if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = s;
     }
+    if (INPUT == IN_RMSNORM) {
+      const float s = subgroupAdd(ss);
+      if (subgroupElect()) partial_ss[gl_SubgroupID] = s;
+    }
     barrier();
     if (tid < ROWS && row0 + tid < pc.rows) {
       float s = 0.0;
       for (uint i = 0; i < gl_NumSubgroups; ++i) s += partial[tid * MAX_SUBGROUPS + i];
+      if (INPUT == IN_RMSNORM) {
+        float sum_sq = 0.0;
+        for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
+        s *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
+      }
       const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
       y[at] = ACCUMULATE ? y[at] + s : s;
     }

@@ -126,4 +126,61 @@ inline ElementwiseCase elementwise_case(int64_t rows, int64_t width) {
   return {std::move(c), out, x};
 }
 
+// Decode-layer fragments that a backend may fuse (the Vulkan backend's decode fusions: src/vk/backend/fusion.h).
+
+struct NormMatmulCase {
+  engine::OpCase c;
+  engine::BufferId q, k, extra;  // the two products; the extra reader's result (kNoBuffer without it)
+};
+
+// rmsnorm of n rows of x (read from row `offset` on, like the final norm of the last token), then two matmuls
+// reading the normed rows (like attn_norm -> attn_q, attn_k; 37 and 21 rows). With `extra_reader`, an add also
+// reads them (z += normed), so the norm's output is needed by more than the matmuls.
+inline NormMatmulCase norm_matmul_case(model::GgmlType type, int64_t n, int64_t cols, int64_t offset,
+                                       bool extra_reader, uint32_t& seed) {
+  engine::OpCase c(n, 8);
+  const engine::BufferId x = c.input("x", (n + offset) * cols, seed++, 3.f);
+  const engine::WeightId norm = c.weight("attn_norm", model::GgmlType::F32, 1, cols, seed++, 0.5f, 1.5f);
+  const engine::BufferId xb = c.output("xb", n * cols);
+  const engine::BufferId q = c.output("q", n * 37), k = c.output("k", n * 21);
+  const engine::WeightId wq = c.weight("wq", type, 37, cols, seed++), wk = c.weight("wk", type, 21, cols, seed++);
+  c.add("attn_norm", engine::RmsNormOp{x, xb, norm, n, cols, offset, 1e-5f});
+  c.add("attn_q", engine::MatMulOp{xb, q, wq, n, cols, 37});
+  c.add("attn_k", engine::MatMulOp{xb, k, wk, n, cols, 21});
+  engine::BufferId extra = engine::kNoBuffer;
+  if (extra_reader) {
+    extra = c.input("z", n * cols, seed++);
+    c.add("extra", engine::AddOp{extra, xb, n * cols});
+  }
+  return {std::move(c), q, k, extra};
+}
+
+struct SwigluMatmulCase {
+  engine::OpCase c;
+  engine::BufferId x, h, extra;  // the residual stream after x += W_down h; h; the extra reader's result
+};
+
+// h = silu(gate) * up (in place over gate, like ffn_swiglu, unless `separate_out`), x += W_down h (ffn_down and the
+// residual, 29 rows); with `extra_reader` an add also reads h.
+inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int64_t ffn, bool separate_out,
+                                           bool extra_reader, uint32_t& seed) {
+  const int64_t dim = 29;
+  engine::OpCase c(n, 8);
+  const engine::BufferId gate = c.input("gate", n * ffn, seed++, 6.f);
+  const engine::BufferId up = c.input("up", n * ffn, seed++);
+  const engine::BufferId h = separate_out ? c.output("h", n * ffn) : gate;
+  const engine::BufferId x = c.input("x", n * dim, seed++);
+  const engine::BufferId product = c.output("ffn_out", n * dim);
+  const engine::WeightId down = c.weight("w_down", type, dim, ffn, seed++);
+  c.add("ffn_swiglu", engine::SwiGluOp{gate, up, h, n * ffn});
+  c.add("ffn_down", engine::MatMulOp{h, product, down, n, ffn, dim});
+  c.add("ffn_residual", engine::AddOp{x, product, n * dim});
+  engine::BufferId extra = engine::kNoBuffer;
+  if (extra_reader) {
+    extra = c.input("z", n * ffn, seed++);
+    c.add("extra", engine::AddOp{extra, h, n * ffn});
+  }
+  return {std::move(c), x, h, extra};
+}
+
 }  // namespace greta::test

@@ -37,7 +37,7 @@ std::unique_ptr<Backend> vk_backend(vk::MatmulKernel kernel = vk::MatmulKernel::
 // Runs `c` on the CPU and on Vulkan and checks the NMSE of `out` against `limit`, or against `coopmat_limit` when
 // the backend chose a cooperative-matrix kernel (f16 operands) for some op. Returns the NMSE.
 double compare(OpCase& c, BufferId out, double limit, vk::MatmulKernel kernel = vk::MatmulKernel::automatic,
-               double coopmat_limit = 2e-6) {
+               double coopmat_limit = 2e-6, std::string* kernels_out = nullptr) {
   cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
   const auto want = c.run_once(cpu, out);
   auto vk = vk_backend(kernel);
@@ -45,6 +45,7 @@ double compare(OpCase& c, BufferId out, double limit, vk::MatmulKernel kernel = 
   c.run(*vk, *prepared);
   const auto got = c.read(*vk, *prepared, out);
   const std::string kernels = vk::describe_kernels(*prepared);
+  if (kernels_out) *kernels_out = kernels;
   if (kernels.find("coopmat") != std::string::npos) limit = coopmat_limit;
   REQUIRE(got.size() == want.size());
   const double e = test::nmse(got.data(), want.data(), got.size());
@@ -172,4 +173,89 @@ TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matche
       CHECK(vk::describe_kernels(*prepared).find("fused") != std::string::npos);
       compare(c, x, 1e-9);
     }
+}
+
+// The decode fusions (src/vk/backend/fusion.h): each fused kernel against the CPU running the unfused ops, and the
+// kernel list proving the fused kernel ran (and that prefill-sized steps stay unfused).
+
+namespace {
+
+// Checks `out` as compare does and returns the kernels the backend chose.
+std::string compare_fused(OpCase& c, BufferId out, double limit) {
+  std::string kernels;
+  compare(c, out, limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+  return kernels;
+}
+
+bool has(const std::string& kernels, const char* what) { return kernels.find(what) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("vk decode fusion: rmsnorm inside the matvecs that read it (every weight type, row offsets, kept norm)") {
+  uint32_t seed = 900;
+  for (GgmlType type : test::k_all_weight_types)
+    for (int64_t cols : test::matmul_row_lengths(type))
+      for (int64_t n : {int64_t(1), int64_t(3)})
+        for (int64_t offset : {int64_t(0), int64_t(2)}) {
+          const std::string type_name = model::type_name(type);
+          CAPTURE(type_name);
+          CAPTURE(cols);
+          CAPTURE(n);
+          CAPTURE(offset);
+          auto nc = test::norm_matmul_case(type, n, cols, offset, false, seed);
+          const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
+          CHECK_MESSAGE(has(kernels, "attn_q  matvec"), kernels);
+          CHECK_MESSAGE(has(kernels, "attn_k  matvec"), kernels);
+          CHECK_MESSAGE(has(kernels, "attn_norm  (fused into attn_q)"), kernels);
+          CHECK_MESSAGE(!has(kernels, "rmsnorm_f32"), kernels);
+          compare(nc.c, nc.k, 1e-9);
+        }
+  // Another reader of the normed rows keeps the rmsnorm dispatch (running beside the fused matvecs).
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    auto nc = test::norm_matmul_case(type, 1, 256, 0, true, seed);
+    const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
+    CHECK_MESSAGE(has(kernels, "attn_norm  rmsnorm_f32"), kernels);
+    CHECK_MESSAGE(has(kernels, "fused rmsnorm input"), kernels);
+    compare(nc.c, nc.extra, 1e-9);
+    compare(nc.c, nc.k, 1e-9);
+  }
+  // Prefill-sized steps keep the rmsnorm dispatch and the plain kernels.
+  auto nc = test::norm_matmul_case(GgmlType::Q8_0, 5, 96, 0, false, seed);
+  const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
+  CHECK_MESSAGE(has(kernels, "attn_norm  rmsnorm_f32"), kernels);
+  CHECK_MESSAGE(!has(kernels, "fused rmsnorm input"), kernels);
+}
+
+TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual add), kept or not") {
+  uint32_t seed = 1000;
+  for (GgmlType type : test::k_all_weight_types)
+    for (int64_t ffn : test::matmul_row_lengths(type))
+      for (int64_t n : {int64_t(1), int64_t(2)}) {
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(ffn);
+        CAPTURE(n);
+        auto sc = test::swiglu_matmul_case(type, n, ffn, false, false, seed);
+        const std::string kernels = compare_fused(sc.c, sc.x, 1e-9);
+        CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
+        CHECK_MESSAGE(has(kernels, "fused residual add"), kernels);
+        CHECK_MESSAGE(has(kernels, "ffn_swiglu  (fused into ffn_down)"), kernels);
+      }
+  for (GgmlType type : {GgmlType::BF16, GgmlType::Q5_1, GgmlType::Q4_K}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    // A separate output read by another op: the swiglu dispatch stays, beside the fused matvec.
+    auto kept = test::swiglu_matmul_case(type, 1, 512, true, true, seed);
+    std::string kernels = compare_fused(kept.c, kept.x, 1e-9);
+    CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
+    CHECK_MESSAGE(has(kernels, "ffn_swiglu  swiglu_f32"), kernels);
+    compare(kept.c, kept.extra, 1e-12);
+    // In place over the gate and read by another op: the swiglu must run first, so nothing is fused into the matvec.
+    auto in_place = test::swiglu_matmul_case(type, 1, 512, false, true, seed);
+    kernels = compare_fused(in_place.c, in_place.x, 1e-9);
+    CHECK_MESSAGE(!has(kernels, "fused swiglu input"), kernels);
+    compare(in_place.c, in_place.extra, 1e-12);
+  }
 }

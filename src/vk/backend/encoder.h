@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -89,9 +90,22 @@ private:
 // Workgroup size of the simple elementwise kernels.
 inline constexpr uint32_t kElementwiseWorkgroup = 256;
 
+// A matmul with what the backend's fusions (fusion.h) folded into it. With `norm` or `swiglu` the decode matvec makes
+// its input itself and op.in is not read.
+struct MatmulArgs {
+  engine::MatMulOp op;
+  bool accumulate = false;                 // y += W x: the residual add that consumed the product
+  std::optional<engine::RmsNormOp> norm;   // input = rmsnorm(norm.in rows from norm.in_row_offset) * norm.weight
+  std::optional<engine::SwiGluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
+};
+
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
+// The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
+void encode_matvec(OpEncoder& e, const MatmulArgs& args);
+// Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option (decode: up to 4 tokens).
+bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op);
 void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);
 void encode_rope(OpEncoder& e, const engine::RopeOp& op);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "model/quants.h"
 #include "vk/backend/encoder.h"
+#include "vk/backend/fusion.h"
 #include "vk/instance.h"
 
 namespace greta::vk {
@@ -50,26 +51,6 @@ MatmulKernel matmul_from_env(MatmulKernel chosen) {
   fail("GRETA_VK_MATMUL=", s, ": expected auto, tiled, coopmat or matvec");
 }
 
-// When op i is a matmul writing a scratch product P and op i + 1 (inside `end`) adds P into x over exactly P's
-// elements, and P is read by no later op before it is written again, returns the matmul retargeted to x (to run as
-// x += W in); otherwise nothing.
-std::optional<engine::MatMulOp> fused_residual_matmul(const engine::Plan& plan, size_t i, size_t end) {
-  const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op);
-  if (!mm || i + 1 >= end) return std::nullopt;
-  const auto* add = std::get_if<engine::AddOp>(&plan.ops[i + 1].op);
-  if (!add || add->y != mm->out || add->x == mm->out || add->x == mm->in ||
-      add->elems != mm->n_tokens * mm->out_features || plan.buffers[size_t(mm->out)].role != BufferRole::Scratch)
-    return std::nullopt;
-  for (size_t j = i + 2; j < plan.ops.size(); ++j) {
-    const std::vector<engine::BufferId> reads = engine::read_buffers(plan.ops[j]);
-    if (std::find(reads.begin(), reads.end(), mm->out) != reads.end()) return std::nullopt;
-    if (engine::written_region(plan.ops[j], engine::StepInput{}).buffer == mm->out) break;
-  }
-  engine::MatMulOp fused = *mm;
-  fused.out = add->x;
-  return fused;
-}
-
 class VkBackend : public engine::Backend {
 public:
   explicit VkBackend(const VkBackendOptions& options) : options_(options) {
@@ -81,6 +62,7 @@ public:
     transfer_ = std::make_unique<Transfer>(*context_, *allocator_);
     pipelines_ = std::make_unique<Pipelines>(*context_);
     options_.matmul = matmul_from_env(options.matmul);
+    options_.fusions = fusions_from_env(options.fusions);
     const DeviceInfo& info = context_->info();
     if (!info.subgroup_ops_in_compute || !(info.subgroup_operations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
       fail("vk: ", info.name, " has no subgroup arithmetic in compute shaders, which the matvec kernels need");
@@ -242,6 +224,9 @@ private:
                                          &weights_,      &p.spans,         &p.constants,     options_.matmul,
                                          f16_attention_};
     const auto& ops = p.plan().ops;
+    // Fusions (fusion.h): decode's rmsnorm and swiglu run inside the matvecs' dispatches, residual adds inside
+    // matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
+    const std::vector<OpRecord> records = plan_records(p.plan(), range, options_.fusions, options_.matmul);
     slot->record([&](Recorder& r) {
       OpEncoder e(r, resources);
       // Barriers only where an op depends on one since the last barrier (read-after-write, write-after-read,
@@ -249,38 +234,41 @@ private:
       // cache writes) run concurrently. Weights are never written, so only plan buffers are tracked.
       std::set<engine::BufferId> written, read;
       for (size_t i = range.begin; i < range.end; ++i) {
-        // A residual add that consumes a matmul's product runs inside the matmul (y += W x): one dispatch and one
-        // barrier level less per projection (attn_output, ffn_down). Not within single-op ranges (verify mode).
-        const std::optional<engine::MatMulOp> fused = fused_residual_matmul(p.plan(), i, range.end);
-        const engine::PlanOp& op_i = ops[i];
-        const engine::BufferId out = fused ? fused->out : engine::written_region(op_i, engine::StepInput{}).buffer;
-        std::vector<engine::BufferId> in = engine::read_buffers(op_i);
-        if (fused) in.push_back(fused->out);
-        bool hazard = written.count(out) || read.count(out);
-        for (engine::BufferId b : in) hazard = hazard || written.count(b);
+        const OpRecord& rec = records[i - range.begin];
+        if (rec.kind == OpRecord::Kind::absorbed) {
+          p.variants[i] = cat("(fused into ", ops[rec.into].label, ")");
+          continue;
+        }
+        bool hazard = false;
+        for (engine::BufferId b : rec.writes) hazard = hazard || written.count(b) || read.count(b);
+        for (engine::BufferId b : rec.reads) hazard = hazard || written.count(b);
         if (hazard) {
           r.barrier();
           written.clear();
           read.clear();
         }
-        written.insert(out);
-        read.insert(in.begin(), in.end());
+        written.insert(rec.writes.begin(), rec.writes.end());
+        read.insert(rec.reads.begin(), rec.reads.end());
         e.begin_op(i, &p.variants[i]);
-        std::visit(
-            [&](const auto& op) {
-              using T = std::decay_t<decltype(op)>;
-              if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
-              else if constexpr (std::is_same_v<T, engine::RmsNormOp>) encode_rmsnorm(e, op);
-              else if constexpr (std::is_same_v<T, engine::MatMulOp>) fused ? encode_matmul(e, *fused, true) : encode_matmul(e, op);
-              else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
-              else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
-              else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
-              else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
-              else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
-              else encode_add(e, op);
-            },
-            op_i.op);
-        if (fused) p.variants[++i] = "(fused into the previous matmul)";
+        if (rec.kind == OpRecord::Kind::matmul) {
+          if (rec.matmul.norm || rec.matmul.swiglu) encode_matvec(e, rec.matmul);
+          else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
+        } else {
+          std::visit(
+              [&](const auto& op) {
+                using T = std::decay_t<decltype(op)>;
+                if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
+                else if constexpr (std::is_same_v<T, engine::RmsNormOp>) encode_rmsnorm(e, op);
+                else if constexpr (std::is_same_v<T, engine::MatMulOp>) encode_matmul(e, op);
+                else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
+                else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
+                else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
+                else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
+                else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
+                else encode_add(e, op);
+              },
+              ops[i].op);
+        }
       }
     });
     context_->queue().wait_all();  // constant buffers uploaded while encoding

@@ -1,0 +1,201 @@
+#include "vk/backend/fusion.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "core/error.h"
+
+namespace greta::vk {
+
+namespace {
+
+using engine::BufferId;
+using engine::BufferRole;
+using engine::OpRange;
+using engine::Plan;
+
+// Decode steps: the fusions into matvecs are for at most this many tokens.
+constexpr int64_t kDecodeMaxTokens = 4;
+
+bool reads(const engine::PlanOp& op, BufferId b) {
+  const std::vector<BufferId> r = engine::read_buffers(op);
+  return std::find(r.begin(), r.end(), b) != r.end();
+}
+BufferId writes(const engine::PlanOp& op) { return engine::written_region(op, engine::StepInput{}).buffer; }
+
+// When op i is a matmul writing a scratch product P and op i + 1 (inside `end`) adds P into x over exactly P's
+// elements, and P is read by no later op before it is written again, returns the matmul retargeted to x (to run as
+// x += W in); otherwise nothing.
+std::optional<engine::MatMulOp> fused_residual_matmul(const Plan& plan, size_t i, size_t end) {
+  const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op);
+  if (!mm || i + 1 >= end) return std::nullopt;
+  const auto* add = std::get_if<engine::AddOp>(&plan.ops[i + 1].op);
+  if (!add || add->y != mm->out || add->x == mm->out || add->x == mm->in ||
+      add->elems != mm->n_tokens * mm->out_features || plan.buffers[size_t(mm->out)].role != BufferRole::Scratch)
+    return std::nullopt;
+  for (size_t j = i + 2; j < plan.ops.size(); ++j) {
+    if (reads(plan.ops[j], mm->out)) return std::nullopt;
+    if (writes(plan.ops[j]) == mm->out) break;
+  }
+  engine::MatMulOp fused = *mm;
+  fused.out = add->x;
+  return fused;
+}
+
+class Fuser {
+public:
+  Fuser(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul)
+      : plan_(plan), range_(range), fusions_(fusions), matmul_(matmul), records_(range.end - range.begin) {
+    for (size_t i = range.begin; i < range.end; ++i) {
+      OpRecord& r = rec(i);
+      r.reads = engine::read_buffers(plan.ops[i]);
+      r.writes = {writes(plan.ops[i])};
+      if (const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op)) r.matmul.op = *mm;
+    }
+  }
+
+  std::vector<OpRecord> run() {
+    for (size_t i = range_.begin; i < range_.end; ++i) {
+      if (rec(i).kind == OpRecord::Kind::absorbed) continue;
+      const engine::OpVariant& op = plan_.ops[i].op;
+      if (std::holds_alternative<engine::RmsNormOp>(op) && (fusions_ & kFuseNorm)) fuse_input(i);
+      if (std::holds_alternative<engine::SwiGluOp>(op) && (fusions_ & kFuseSwiglu)) fuse_input(i);
+      if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);
+    }
+    for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
+      if (r.kind != OpRecord::Kind::matmul) continue;
+      const MatmulArgs& a = r.matmul;
+      if (a.norm) r.reads = {a.norm->in};
+      else if (a.swiglu) r.reads = {a.swiglu->gate, a.swiglu->up};
+      else r.reads = {a.op.in};
+      if (a.accumulate) r.reads.push_back(a.op.out);
+      r.writes = {a.op.out};
+    }
+    return std::move(records_);
+  }
+
+private:
+  OpRecord& rec(size_t i) { return records_[i - range_.begin]; }
+  bool in_range(size_t i) const { return i >= range_.begin && i < range_.end; }
+
+  void absorb(size_t i, size_t into) {
+    OpRecord& r = rec(i);
+    r.kind = OpRecord::Kind::absorbed;
+    r.into = into;
+    r.reads.clear();
+    r.writes.clear();
+  }
+
+  // The buffer the residual add after matmul i would make it write (x), or -1.
+  BufferId residual_target(size_t i) const {
+    if (!(fusions_ & kFuseResidual)) return engine::kNoBuffer;
+    const auto fused = fused_residual_matmul(plan_, i, range_.end);
+    return fused ? fused->out : engine::kNoBuffer;
+  }
+
+  // A matmul at j that can compute op i's output (a rmsnorm or a swiglu) itself from `sources`.
+  bool can_take_input(size_t j, BufferId product, int64_t elems, std::initializer_list<BufferId> sources) {
+    const auto* mm = std::get_if<engine::MatMulOp>(&plan_.ops[j].op);
+    if (!mm || !in_range(j) || mm->in != product || mm->n_tokens * mm->in_features != elems) return false;
+    if (mm->n_tokens > kDecodeMaxTokens || !matmul_uses_matvec(matmul_, *mm)) return false;
+    const OpRecord& r = rec(j);
+    if (r.kind != OpRecord::Kind::op || r.matmul.norm || r.matmul.swiglu) return false;
+    // The matvec reads `sources` while it writes its output (and, fused, the residual stream): they must differ.
+    const BufferId res = residual_target(j);
+    for (BufferId s : sources)
+      if (s == mm->out || s == res) return false;
+    return true;
+  }
+
+  // Op i is a rmsnorm or a swiglu: its output's decode matvec readers make it themselves. Walks the plan from i on:
+  // a reader that can take the input is fused, any other reader (or one after `sources` change) keeps op i.
+  void fuse_input(size_t i) {
+    const engine::PlanOp& op = plan_.ops[i];
+    const auto* norm = std::get_if<engine::RmsNormOp>(&op.op);
+    const auto* swiglu = std::get_if<engine::SwiGluOp>(&op.op);
+    const BufferId product = writes(op);
+    if (plan_.buffers[size_t(product)].role != BufferRole::Scratch) return;
+    std::vector<BufferId> sources;
+    int64_t elems = 0;
+    if (norm) {
+      if (norm->in == norm->out || norm->rows > kDecodeMaxTokens) return;
+      sources = {norm->in};
+      elems = norm->rows * norm->width;
+    } else {
+      sources = {swiglu->gate, swiglu->up};
+      elems = swiglu->elems;
+    }
+    std::vector<size_t> fused;
+    bool keep = false, sources_changed = false;
+    for (size_t j = i + 1; j < plan_.ops.size(); ++j) {
+      const engine::PlanOp& o = plan_.ops[j];
+      if (reads(o, product)) {
+        const bool ok = !sources_changed &&
+                        (norm ? can_take_input(j, product, elems, {norm->in})
+                              : can_take_input(j, product, elems, {swiglu->gate, swiglu->up}));
+        if (ok) fused.push_back(j);
+        else keep = true;
+      }
+      const BufferId w = writes(o);
+      if (w == product) break;
+      if (std::find(sources.begin(), sources.end(), w) != sources.end()) sources_changed = true;
+    }
+    if (fused.empty()) return;
+    // A kept op i that overwrites its own source (swiglu's out = gate) would race with the matvecs reading it.
+    if (keep && std::find(sources.begin(), sources.end(), product) != sources.end()) return;
+    for (size_t j : fused) {
+      OpRecord& r = rec(j);
+      r.kind = OpRecord::Kind::matmul;
+      if (norm) r.matmul.norm = *norm;
+      else r.matmul.swiglu = *swiglu;
+    }
+    if (!keep) absorb(i, fused.front());
+  }
+
+  void fuse_residual(size_t i) {
+    const auto fused = fused_residual_matmul(plan_, i, range_.end);
+    if (!fused || rec(i + 1).kind != OpRecord::Kind::op) return;
+    OpRecord& r = rec(i);
+    r.kind = OpRecord::Kind::matmul;
+    r.matmul.op = *fused;
+    r.matmul.accumulate = true;
+    absorb(i + 1, i);
+  }
+
+  const Plan& plan_;
+  OpRange range_;
+  unsigned fusions_;
+  MatmulKernel matmul_;
+  std::vector<OpRecord> records_;
+};
+
+}  // namespace
+
+unsigned fusions_from_env(unsigned chosen) {
+  const char* v = std::getenv("GRETA_VK_FUSE");
+  if (!v || !*v) return chosen;
+  const std::string_view s(v);
+  if (s == "all") return kFuseAll;
+  if (s == "none") return 0;
+  unsigned bits = 0;
+  size_t at = 0;
+  while (at <= s.size()) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string_view name = s.substr(at, comma - at);
+    if (name == "residual") bits |= kFuseResidual;
+    else if (name == "norm") bits |= kFuseNorm;
+    else if (name == "swiglu") bits |= kFuseSwiglu;
+    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, swiglu");
+    at = comma + 1;
+  }
+  return bits;
+}
+
+std::vector<OpRecord> plan_records(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul) {
+  GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
+  return Fuser(plan, range, fusions, matmul).run();
+}
+
+}  // namespace greta::vk

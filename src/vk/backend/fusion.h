@@ -1,0 +1,61 @@
+// The Vulkan backend's fusions: pattern matching over a plan's ops while a range of them is recorded. The plan, the
+// CPU reference and the other backends are unchanged; only how the ops become dispatches changes. Decode (1 token a
+// step) is a chain of small dependent dispatches, each costing a few microseconds of fixed time at the barrier
+// before it, so fewer dependent stages is what makes it faster. Per llama layer:
+//
+//   unfused: attn_norm | q k v | rope_q rope_k | k_cache v_cache | attn (split, combine) | attn_output | residual |
+//            ffn_norm | gate up | swiglu | down | residual                       (12 stages plus attention's second)
+//   fused:   q k v (norm inside) | rope_q rope_k | k_cache v_cache | attn (split, combine) | attn_output (+= x) |
+//            gate up (norm inside) | down (swiglu inside, += x)                (7 stages plus attention's second)
+//
+// The fusions (each can be turned off with GRETA_VK_FUSE, for measurements):
+//   residual  matmul + the residual add of its product -> y += W x (every matmul kernel, prefill too)
+//   norm      rmsnorm + the decode matvecs reading its output -> matvecs that normalize their input themselves; the
+//             rmsnorm dispatch is dropped when nothing else reads its output before it is written again, else it
+//             still runs, concurrently with the matvecs (they do not read its output)
+//   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
+//             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
+// A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
+// and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans
+// only get the residual fusion.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/plan.h"
+#include "vk/backend/encoder.h"
+
+namespace greta::vk {
+
+enum FusionBits : unsigned {
+  kFuseResidual = 1u,
+  kFuseNorm = 2u,
+  kFuseSwiglu = 8u,
+  kFuseAll = kFuseResidual | kFuseNorm | kFuseSwiglu,
+};
+
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,swiglu) overrides `chosen` when set.
+unsigned fusions_from_env(unsigned chosen);
+
+// How one op of the range is recorded.
+struct OpRecord {
+  enum class Kind {
+    op,       // on its own (its encode_* function)
+    matmul,   // a MatMul with fusions: `matmul` (encode_matvec when it has a fused input, else encode_matmul)
+    absorbed  // done by op `into` (or, for a dropped rmsnorm / swiglu, made unnecessary by it)
+  };
+  Kind kind = Kind::op;
+  size_t into = 0;
+  MatmulArgs matmul{};
+  // The plan buffers the recorded dispatches read and write (for the barriers between dependent ops).
+  std::vector<engine::BufferId> reads, writes;
+};
+
+// Records for ops [range.begin, range.end) of `plan` (index i - range.begin), with the fusions in `fusions`.
+// `matmul` is the backend's matmul-kernel option (fusions into a matvec need the matvec kernel).
+std::vector<OpRecord> plan_records(const engine::Plan& plan, engine::OpRange range, unsigned fusions,
+                                   MatmulKernel matmul);
+
+}  // namespace greta::vk

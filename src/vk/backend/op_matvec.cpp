@@ -1,0 +1,88 @@
+// Decode matrix-vector products (y = W a for up to a few tokens, bandwidth-bound: every weight byte is read once per
+// token): matvec_block_<type> for quantized rows whose length is a multiple of 32, matvec_<type> otherwise
+// (f32/f16/bf16, odd lengths). encode_matmul sends its decode matmuls here; the backend's fusions (fusion.h) also
+// send matmuls whose input the kernel makes itself (spec constant 3, INPUT):
+//   IN_PLAIN    a = the op's input rows
+//   IN_RMSNORM  a = rmsnorm(x) * norm weight: the kernel reads the un-normalized rows and takes their sum of squares
+//               in the same pass as the dot products (no separate rmsnorm dispatch, no barrier before the matvec)
+//   IN_SWIGLU   a = silu(gate) * up: read from the gate and up projections (no swiglu dispatch)
+// Bindings: weights, x (the input, the norm's input or the gate), y, aux (norm weight or up; x again when unused:
+// every declared binding must be bound).
+#include <algorithm>
+
+#include "core/error.h"
+#include "vk/backend/encoder.h"
+
+namespace greta::vk {
+
+namespace {
+
+// Up to this many tokens the matvec kernel (weights read once per token) beats staging tiles.
+constexpr int64_t kMatvecMaxTokens = 4;
+
+enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2 };  // matvec*.comp's INPUT
+
+}  // namespace
+
+bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op) {
+  if (kernel == MatmulKernel::matvec || op.in_features % 4 != 0) return true;  // the GEMMs need rows of whole vec4
+  return kernel == MatmulKernel::automatic && op.n_tokens <= kMatvecMaxTokens;
+}
+
+void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
+  const engine::MatMulOp& op = args.op;
+  const DeviceWeight& w = e.weight(op.weight);
+  GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
+  GRETA_CHECK(!(args.norm && args.swiglu), "matvec with two fused inputs");
+  to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
+
+  uint32_t input = kInPlain, x_row0 = 0;
+  float eps = 0.f;
+  BufferSpan x = e.buffer(op.in), aux = x;
+  if (args.norm) {
+    const engine::RmsNormOp& n = *args.norm;
+    const DeviceWeight& nw = e.weight(n.weight);
+    GRETA_CHECK(nw.rows == 1 && nw.cols == op.in_features && n.width == op.in_features && n.rows == op.n_tokens &&
+                    n.out == op.in,
+                nw.name);
+    input = kInRmsNorm;
+    x = e.buffer(n.in);
+    aux = nw.vector.span();
+    x_row0 = to_u32(n.in_row_offset, "row offset");
+    eps = n.eps;
+  } else if (args.swiglu) {
+    const engine::SwiGluOp& s = *args.swiglu;
+    GRETA_CHECK(s.out == op.in && s.elems == op.n_tokens * op.in_features, "swiglu fused into ", w.name);
+    input = kInSwiglu;
+    x = e.buffer(s.gate);
+    aux = e.buffer(s.up);
+  }
+
+  // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the block-wise
+  // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
+  // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
+  // takes 4 rows: half the workgroups, half that work.
+  constexpr uint32_t kLocal = 128;
+  const uint32_t rows_per_group = input == kInSwiglu ? 4 : 2;
+  const BufferSpan out = e.buffer(op.out);
+  for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
+    const struct {
+      uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
+      float eps;
+    } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
+           to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
+           to_u32(op.out_features, "out features"), x_row0, eps};
+    const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
+    const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
+    const auto& p = e.pipeline(id, {{0, kLocal}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
+    const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
+    e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
+               {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens"), 1});
+    e.note_variant(shader_blob(id).name);
+  }
+  if (args.accumulate) e.note_variant("fused residual add (y += W x)");
+  if (input == kInRmsNorm) e.note_variant("fused rmsnorm input");
+  if (input == kInSwiglu) e.note_variant("fused swiglu input");
+}
+
+}  // namespace greta::vk
