@@ -123,7 +123,10 @@ void CpuBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
     }
     const auto start = std::chrono::steady_clock::now();
     run_op(plan, p.ops[i]);
-    plan.mutable_op_seconds()[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    plan.mutable_op_seconds()[i] += std::chrono::duration<double>(end - start).count();
+    const auto ns = [](auto t) { return int64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count()); };
+    plan.op_spans().push_back({i, ns(start), ns(end)});
   }
 }
 

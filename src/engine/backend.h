@@ -43,10 +43,18 @@ public:
   // Accumulated seconds per op (index = op index) while the backend's profiling is on; zeros otherwise.
   const std::vector<double>& op_seconds() const { return op_seconds_; }
   std::vector<double>& mutable_op_seconds() { return op_seconds_; }
+  // While profiling, the backend also appends one span per op run, in steady_clock nanoseconds (device timestamps
+  // placed on the host clock at submission); the engine drains them into its trace, if any, after each step.
+  struct OpSpan {
+    size_t op;
+    int64_t start_ns, end_ns;
+  };
+  std::vector<OpSpan>& op_spans() { return op_spans_; }
 
 private:
   Plan plan_;
   std::vector<double> op_seconds_;
+  std::vector<OpSpan> op_spans_;
 };
 
 struct OpRange {

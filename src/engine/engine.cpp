@@ -122,17 +122,31 @@ void Engine::run_steps(std::span<const TokenId> tokens, bool all_logits, std::ve
     const int64_t n = std::min(options_.max_batch, total - done);
     PreparedPlan& plan = plan_for(n, all_logits);
     const auto chunk = tokens.subspan(size_t(done), size_t(n));
+    const auto step_start = Clock::now();
     backend_->execute(plan, StepInput{chunk, n_past()});
+    const auto step_end = Clock::now();
     history_.insert(history_.end(), chunk.begin(), chunk.end());
     const int64_t rows = plan.plan().n_logit_rows;
     if (all_logits)
       backend_->read(plan, plan.plan().logits, 0, std::span<float>(out).subspan(size_t(done * vocab), size_t(rows * vocab)));
     else if (done + n == total)
       backend_->read(plan, plan.plan().logits, (rows - 1) * vocab, std::span<float>(out));
+    if (trace_) record_step(plan, n, step_start, step_end, all_logits || done + n == total);
+    plan.op_spans().clear();
     done += n;
   }
   std::copy(out.end() - vocab, out.end(), last_logits_.begin());
   have_logits_ = true;
+}
+
+void Engine::record_step(PreparedPlan& plan, int64_t n_tokens, Clock::time_point start, Clock::time_point end,
+                         bool read_logits) {
+  trace_->host_span(cat("step: ", n_tokens, n_tokens == 1 ? " token" : " tokens"), start, end);
+  if (read_logits) trace_->host_span("read logits", end, Clock::now());
+  for (const PreparedPlan::OpSpan& s : plan.op_spans()) {
+    const PlanOp& op = plan.plan().ops[s.op];
+    trace_->span(Trace::Track::device, op.label, op_kind_name(op.kind()), s.start_ns, s.end_ns);
+  }
 }
 
 std::span<const float> Engine::prefill(std::span<const TokenId> tokens) {

@@ -23,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/sampler.h"
+#include "engine/trace.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
 #include "model/tokenizer.h"
@@ -113,6 +114,10 @@ public:
   const Timings& timings() const { return timings_; }
   void reset_timings();
 
+  // Records each step (host spans) and, while the backend profiles, each op (device spans) into `trace`; nullptr
+  // stops. The trace must outlive the engine's use of it.
+  void set_trace(Trace* trace) { trace_ = trace; }
+
   // The plan for a step shape (built and prepared on first use); for tools that inspect or profile plans.
   PreparedPlan& plan_for(int64_t n_tokens, bool all_logits);
 
@@ -124,6 +129,8 @@ private:
   // Runs the tokens through the model in max_batch steps; the logits of the last token (or every token when
   // all_logits) are copied into `out`.
   void run_steps(std::span<const TokenId> tokens, bool all_logits, std::vector<float>& out);
+  void record_step(PreparedPlan& plan, int64_t n_tokens, Trace::Clock::time_point start, Trace::Clock::time_point end,
+                   bool read_logits);
 
   model::GgufFile file_;
   model::ModelConfig config_;
@@ -137,6 +144,7 @@ private:
   bool have_logits_ = false;        // last_logits_ belong to the current context's last token
   std::map<std::pair<int64_t, bool>, std::unique_ptr<PreparedPlan>> plans_;  // by (n_tokens, all_logits)
   Timings timings_;
+  Trace* trace_ = nullptr;
 };
 
 // JSON string literal for arbitrary bytes: escapes quotes, backslashes and control characters, and replaces

@@ -329,7 +329,12 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
       run_op(plan, p.ops[i]);
       plan.op_end->record(*stream_);
       plan.op_end->synchronize();
-      plan.mutable_op_seconds()[i] += plan.op_end->seconds_since(*plan.op_start);
+      const double seconds = plan.op_end->seconds_since(*plan.op_start);
+      plan.mutable_op_seconds()[i] += seconds;
+      // Each op is synchronized, so it ended just before now on the host clock (for the engine's trace).
+      const int64_t end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                 std::chrono::steady_clock::now().time_since_epoch()).count();
+      plan.op_spans().push_back({i, end_ns - int64_t(seconds * 1e9), end_ns});
     }
   } else if (whole && options_.use_graphs && !plan.graph_failed) {
     if (!plan.graph.ready()) {

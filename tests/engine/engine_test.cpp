@@ -3,8 +3,11 @@
 // architecture, and errors for bad models and bad input.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
+#include <random>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
@@ -296,4 +299,40 @@ TEST_CASE("greedy generate equals an argmax loop over decode steps") {
     logits = b.decode(manual.back());
   }
   CHECK(r.tokens == manual);
+}
+
+TEST_CASE("trace: host steps and one device span per op and step, written as Chrome trace JSON") {
+  Engine engine = open_engine("stories260K.gguf", 2, {.ctx = 64, .max_batch = 4});
+  Trace trace;
+  engine.set_trace(&trace);
+  engine.prefill(kPrompt);  // 11 tokens in steps of 4, 4, 3
+  CHECK(trace.size() == 4);  // without profiling: 3 host step spans and one "read logits", after the last step
+  engine.reset();
+  engine.backend().set_profiling(true);
+  Trace profiled;
+  engine.set_trace(&profiled);
+  engine.prefill(std::span(kPrompt).first(4));
+  engine.decode(kPrompt[4]);
+  const size_t ops4 = engine.plan_for(4, false).plan().ops.size(), ops1 = engine.plan_for(1, false).plan().ops.size();
+  CHECK(profiled.size() == 2 * 2 + ops4 + ops1);  // step + read logits per step, and every op of both steps
+  CHECK(engine.plan_for(1, false).op_spans().empty());  // drained by the engine
+  engine.set_trace(nullptr);
+
+  const std::string path =
+      (std::filesystem::temp_directory_path() / cat("greta_trace_test_", std::random_device{}(), ".json")).string();
+  profiled.write(path);
+  std::string text;
+  {
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    REQUIRE(f);
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+    std::fclose(f);
+  }
+  std::remove(path.c_str());
+  CHECK(text.rfind("{\"displayTimeUnit\"", 0) == 0);
+  CHECK(text.find("\"name\": \"step: 4 tokens\"") != std::string::npos);
+  CHECK(text.find("\"name\": \"blk.0.attn_q\", \"cat\": \"matmul\"") != std::string::npos);
+  CHECK(text.find("\"name\": \"output\"") != std::string::npos);
+  CHECK(text.substr(text.size() - 4) == "\n]}\n");
 }

@@ -31,11 +31,12 @@ constexpr OptionSpec k_bench_options[] = {
     {"batch", "b", true, "tokens per prefill step (default 512)"},
     {"output", "o", true, "md | csv | json (default md)"},
     {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on)"},
+    TraceRequest::option,
     {"help", "h", false, "show this help"},
 };
 
 constexpr const char* k_usage =
-    "greta-vk bench MODEL [-p 512] [-n 128] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--backend cpu|vk|hip] "
+    "greta-vk bench MODEL [-p 512] [-n 128] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--trace FILE] [--backend cpu|vk|hip] "
     "[--device N] [--threads N]";
 
 constexpr uint64_t kTokenSeed = 1234;
@@ -256,6 +257,7 @@ int cmd_bench(int argc, char** argv) {
   const std::string output = args.get("output", "md");
   if (output != "md" && output != "csv" && output != "json") fail("-o ", output, ": choose md, csv or json");
   const bool profile = args.has("profile");
+  TraceRequest trace(args);
   const BackendRequest backend = backend_request_from(args);
   int64_t ctx = 0;
   for (int64_t p : prompt_sizes) ctx = std::max(ctx, p);
@@ -266,6 +268,7 @@ int cmd_bench(int argc, char** argv) {
   LoadedModel loaded = load_model(read_model(path), backend, engine::EngineOptions{.ctx = ctx, .max_batch = batch});
   engine::Engine& engine = loaded.engine;
   engine.backend().set_profiling(profile);
+  trace.attach(engine);
 
   BenchContext context;
   context.model = std::filesystem::path(path).stem().string();
@@ -286,6 +289,7 @@ int cmd_bench(int argc, char** argv) {
   else if (output == "csv") print_csv(context, results);
   else print_json(context, results);
   if (profile && output != "json") print_profile(output == "md" ? stdout : stderr, results);
+  trace.write();
   return 0;
 }
 

@@ -21,12 +21,13 @@ constexpr OptionSpec k_run_options[] = {
     {"no-bos", nullptr, false, "do not add the BOS token the model would add"},
     {"no-parse-special", nullptr, false, "treat special-token text like <|im_start|> in the prompt as plain text"},
     {"json", nullptr, false, "print one JSON object (prompt_tokens, tokens, text, stop, timings) instead of text"},
+    TraceRequest::option,
     {"help", "h", false, "show this help"},
 };
 
 constexpr const char* k_usage =
     "greta-vk run MODEL (-p PROMPT | -f FILE) [-n N] [--ctx C] [sampling options] [--backend cpu|vk|hip] "
-    "[--device N] [--threads N] [--no-bos] [--json]";
+    "[--device N] [--threads N] [--no-bos] [--json] [--trace FILE]";
 
 constexpr int64_t kDefaultPredict = 128;
 
@@ -57,6 +58,7 @@ int cmd_run(int argc, char** argv) {
   if (ctx < 0) fail("--ctx ", ctx, ": must be positive (0: the model's context length)");
   const BackendRequest backend = backend_request_from(args);
   const bool json = args.has("json");
+  TraceRequest trace(args);
 
   const std::string& path = args.positional()[0];
   ModelFiles files = read_model(path);
@@ -82,6 +84,7 @@ int cmd_run(int argc, char** argv) {
   engine::Engine& engine = loaded.engine;
   const int64_t n_ctx = engine.context_size();
   check_fits(n_ctx);
+  trace.attach(engine);
 
   Utf8Stream utf8;
   auto stream = [&](engine::TokenId, std::string_view piece) {
@@ -97,6 +100,7 @@ int cmd_run(int argc, char** argv) {
       engine.generate(prompt, engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling},
                       json ? engine::TokenCallback{} : engine::TokenCallback(stream));
   result.timings.load_s = loaded.load_s;
+  trace.write();
 
   if (json) {
     // GenerateResult's object, with the model, the backend and the prompt in front.

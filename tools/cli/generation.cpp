@@ -214,4 +214,20 @@ std::string format_rate(double tokens_per_s) {
   return buf;
 }
 
+TraceRequest::TraceRequest(const Args& args) : path_(args.get("trace", "")) {
+  if (args.has("trace") && path_.empty()) fail("--trace needs a file name");
+}
+
+void TraceRequest::attach(engine::Engine& engine) {
+  if (path_.empty()) return;
+  engine.backend().set_profiling(true);
+  engine.set_trace(&trace_);
+}
+
+void TraceRequest::write() const {
+  if (path_.empty()) return;
+  trace_.write(path_);
+  std::fprintf(stderr, "wrote the trace %s (%zu spans)\n", path_.c_str(), trace_.size());
+}
+
 }  // namespace greta::cli

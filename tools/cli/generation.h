@@ -11,6 +11,7 @@
 #include "args.h"
 #include "backend_factory.h"
 #include "engine/engine.h"
+#include "engine/trace.h"
 #include "engine/sampler.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
@@ -50,6 +51,22 @@ struct LoadedModel {
   double load_s = 0;         // opening the file + the engine's load (weights onto the backend, first plan)
 };
 LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const engine::EngineOptions& options);
+
+// --trace FILE (run, bench): a Chrome trace of the run, host steps and per-op device spans (backend profiling on,
+// so the run is slightly slower). attach() before the work, write() after it; both do nothing without --trace.
+class TraceRequest {
+public:
+  static constexpr OptionSpec option{"trace", nullptr, true,
+                                     "write a Chrome trace (chrome://tracing, ui.perfetto.dev) of the run to FILE: "
+                                     "host steps and per-op device times (profiling on)"};
+  explicit TraceRequest(const Args& args);
+  void attach(engine::Engine& engine);
+  void write() const;
+
+private:
+  std::string path_;
+  engine::Trace trace_;
+};
 
 // Generated text arrives in token pieces that may split a UTF-8 character (byte-fallback tokens, byte-level BPE).
 // push() returns the bytes that are safe to print now: complete characters, with an incomplete sequence at the end
