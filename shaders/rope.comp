@@ -4,6 +4,7 @@
 // inv_freq[i] = freq_scale * base^(-2i / rope_dims) / freq_factor[i] in double precision. The pair is
 // (x[2i], x[2i+1]) when ADJACENT (spec constant 1 = 1: llama) or (x[i], x[i + rope_dims/2]) (NEOX halves: qwen2/3).
 // The angle is reduced to [-pi, pi] before cos/sin (Vulkan only bounds their error there).
+#extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ADJACENT = 1;
 layout(binding = 0) buffer X { float x[]; };
@@ -11,13 +12,7 @@ layout(binding = 1) readonly buffer Positions { int positions[]; };
 layout(binding = 2) readonly buffer InvFreq { float inv_freq[]; };
 layout(push_constant) uniform Push { uint n_tokens; uint n_heads; uint head_dim; uint rope_dims; } pc;
 
-// Cody-Waite reduction with 2*pi split into a float head and tail.
-float reduce_angle(float a) {
-  const float two_pi_hi = 6.28318548202514648438;   // float(2 pi)
-  const float two_pi_lo = -1.74845553146951690e-07;  // 2 pi - two_pi_hi
-  const float k = round(a * 0.159154943091895335769);
-  return (a - k * two_pi_hi) - k * two_pi_lo;
-}
+#include "rope.glsl"
 
 void main() {
   const uint half_dims = pc.rope_dims / 2;
@@ -27,13 +22,11 @@ void main() {
     const uint i = item % half_dims;
     const uint th = item / half_dims;  // token * n_heads + head
     const uint t = th / pc.n_heads;
-    const float theta = reduce_angle(float(positions[t]) * inv_freq[i]);
-    const float c = cos(theta), s = sin(theta);
     const uint base = th * pc.head_dim;
     const uint ia = ADJACENT != 0 ? base + 2 * i : base + i;
     const uint ib = ADJACENT != 0 ? ia + 1 : ia + half_dims;
-    const float a = x[ia], b = x[ib];
-    x[ia] = a * c - b * s;
-    x[ib] = a * s + b * c;
+    const vec2 r = rope_rotate(x[ia], x[ib], positions[t], inv_freq[i]);
+    x[ia] = r.x;
+    x[ib] = r.y;
   }
 }

@@ -183,4 +183,32 @@ inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int6
   return {std::move(c), x, h, extra};
 }
 
+struct RopeKvCase {
+  engine::OpCase c;
+  engine::BufferId q, k, k_cache, v_cache;
+};
+
+// A decode step's rope_q, rope_k, k_cache and (with `v_write`) v_cache: n tokens at positions 3000.., 6 query heads
+// over 2 KV heads, rope base 5e5, freq_scale 0.5; partial: half of each head rotated. The caches start random.
+inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t head_dim, bool partial, bool factors,
+                               bool v_write, uint32_t& seed) {
+  const int64_t heads = 6, kv_heads = 2, ctx = 3100, rope_dims = partial ? head_dim / 2 : head_dim;
+  const int64_t kv_width = kv_heads * head_dim;
+  engine::OpCase c(n, ctx);
+  c.start_pos = 3000;
+  const engine::BufferId q = c.input("q", n * heads * head_dim, seed++);
+  const engine::BufferId k = c.input("k", n * kv_width, seed++);
+  const engine::BufferId v = c.input("v", n * kv_width, seed++);
+  const engine::BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
+  const engine::BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
+  const engine::WeightId ff =
+      factors ? c.weight("rope_freqs", model::GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f) : engine::kNoWeight;
+  const auto pos = c.plan.positions;
+  c.add("rope_q", engine::RopeOp{q, pos, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+  c.add("rope_k", engine::RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+  c.add("k_cache", engine::KvWriteOp{k, k_cache, pos, n, kv_width, ctx});
+  if (v_write) c.add("v_cache", engine::KvWriteOp{v, v_cache, pos, n, kv_width, ctx});
+  return {std::move(c), q, k, k_cache, v_cache};
+}
+
 }  // namespace greta::test

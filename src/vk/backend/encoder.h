@@ -99,6 +99,13 @@ struct MatmulArgs {
   std::optional<engine::SwiGluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
 };
 
+// RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp.
+struct RopeKvArgs {
+  engine::RopeOp q, k;                       // same positions, tokens, head size, rotary dims and frequencies
+  engine::KvWriteOp k_write;                 // k_write.src == k.x
+  std::optional<engine::KvWriteOp> v_write;  // the V append of the same step, when fused too
+};
+
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
@@ -108,6 +115,9 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args);
 bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op);
 void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);
 void encode_rope(OpEncoder& e, const engine::RopeOp& op);
+// The rope's inverse frequencies as a plan constant buffer (op_rope.cpp).
+BufferSpan rope_inv_freq(OpEncoder& e, const engine::RopeOp& op);
+void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
 void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op);

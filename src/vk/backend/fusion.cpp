@@ -16,7 +16,7 @@ using engine::BufferRole;
 using engine::OpRange;
 using engine::Plan;
 
-// Decode steps: the fusions into matvecs are for at most this many tokens.
+// Decode steps: the fusions into matvecs and the rope_kv kernel are for at most this many tokens.
 constexpr int64_t kDecodeMaxTokens = 4;
 
 bool reads(const engine::PlanOp& op, BufferId b) {
@@ -62,6 +62,7 @@ public:
       const engine::OpVariant& op = plan_.ops[i].op;
       if (std::holds_alternative<engine::RmsNormOp>(op) && (fusions_ & kFuseNorm)) fuse_input(i);
       if (std::holds_alternative<engine::SwiGluOp>(op) && (fusions_ & kFuseSwiglu)) fuse_input(i);
+      if (std::holds_alternative<engine::RopeOp>(op) && (fusions_ & kFuseRopeKv)) fuse_rope_kv(i);
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);
     }
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
@@ -154,6 +155,41 @@ private:
     if (!keep) absorb(i, fused.front());
   }
 
+  // rope_q, rope_k, k_cache [, v_cache] at i.. (the plan's order) with matching shapes and distinct buffers.
+  void fuse_rope_kv(size_t i) {
+    if (i + 2 >= range_.end) return;
+    const auto* q = std::get_if<engine::RopeOp>(&plan_.ops[i].op);
+    const auto* k = std::get_if<engine::RopeOp>(&plan_.ops[i + 1].op);
+    const auto* kw = std::get_if<engine::KvWriteOp>(&plan_.ops[i + 2].op);
+    if (!q || !k || !kw || q->n_tokens > kDecodeMaxTokens) return;
+    if (q->x == k->x || q->positions != k->positions || q->n_tokens != k->n_tokens || q->head_dim != k->head_dim ||
+        q->rope_dims != k->rope_dims || q->pairing != k->pairing || q->base != k->base ||
+        q->freq_scale != k->freq_scale || q->freq_factors != k->freq_factors)
+      return;
+    if (kw->src != k->x || kw->positions != k->positions || kw->n_tokens != k->n_tokens ||
+        kw->width != k->n_heads * k->head_dim || kw->cache == q->x || kw->cache == k->x)
+      return;
+    RopeKvArgs a{*q, *k, *kw, std::nullopt};
+    OpRecord& r = rec(i);
+    r.reads = {q->x, k->x, q->positions};
+    r.writes = {q->x, k->x, kw->cache};
+    if (i + 3 < range_.end) {
+      const auto* vw = std::get_if<engine::KvWriteOp>(&plan_.ops[i + 3].op);
+      const auto distinct = [&](BufferId b) { return b != q->x && b != k->x && b != kw->cache; };
+      if (vw && vw->positions == k->positions && vw->n_tokens == k->n_tokens && distinct(vw->src) &&
+          distinct(vw->cache) && vw->src != vw->cache) {
+        a.v_write = *vw;
+        r.reads.push_back(vw->src);
+        r.writes.push_back(vw->cache);
+      }
+    }
+    r.kind = OpRecord::Kind::rope_kv;
+    r.rope_kv = a;
+    absorb(i + 1, i);
+    absorb(i + 2, i);
+    if (a.v_write) absorb(i + 3, i);
+  }
+
   void fuse_residual(size_t i) {
     const auto fused = fused_residual_matmul(plan_, i, range_.end);
     if (!fused || rec(i + 1).kind != OpRecord::Kind::op) return;
@@ -186,8 +222,9 @@ unsigned fusions_from_env(unsigned chosen) {
     const std::string_view name = s.substr(at, comma - at);
     if (name == "residual") bits |= kFuseResidual;
     else if (name == "norm") bits |= kFuseNorm;
+    else if (name == "rope_kv") bits |= kFuseRopeKv;
     else if (name == "swiglu") bits |= kFuseSwiglu;
-    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, swiglu");
+    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu");
     at = comma + 1;
   }
   return bits;

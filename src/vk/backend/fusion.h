@@ -5,14 +5,15 @@
 //
 //   unfused: attn_norm | q k v | rope_q rope_k | k_cache v_cache | attn (split, combine) | attn_output | residual |
 //            ffn_norm | gate up | swiglu | down | residual                       (12 stages plus attention's second)
-//   fused:   q k v (norm inside) | rope_q rope_k | k_cache v_cache | attn (split, combine) | attn_output (+= x) |
-//            gate up (norm inside) | down (swiglu inside, += x)                (7 stages plus attention's second)
+//   fused:   q k v (norm inside) | rope_kv | attn (split, combine) | attn_output (+= x) | gate up (norm inside) |
+//            down (swiglu inside, += x)                                        (6 stages plus attention's second)
 //
 // The fusions (each can be turned off with GRETA_VK_FUSE, for measurements):
 //   residual  matmul + the residual add of its product -> y += W x (every matmul kernel, prefill too)
 //   norm      rmsnorm + the decode matvecs reading its output -> matvecs that normalize their input themselves; the
 //             rmsnorm dispatch is dropped when nothing else reads its output before it is written again, else it
 //             still runs, concurrently with the matvecs (they do not read its output)
+//   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
 //   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
 //             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
@@ -32,11 +33,12 @@ namespace greta::vk {
 enum FusionBits : unsigned {
   kFuseResidual = 1u,
   kFuseNorm = 2u,
+  kFuseRopeKv = 4u,
   kFuseSwiglu = 8u,
-  kFuseAll = kFuseResidual | kFuseNorm | kFuseSwiglu,
+  kFuseAll = 15u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,swiglu) overrides `chosen` when set.
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu) overrides `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 
 // How one op of the range is recorded.
@@ -44,11 +46,13 @@ struct OpRecord {
   enum class Kind {
     op,       // on its own (its encode_* function)
     matmul,   // a MatMul with fusions: `matmul` (encode_matvec when it has a fused input, else encode_matmul)
+    rope_kv,  // the first op of a fused rope_q + rope_k + kv write: `rope_kv`
     absorbed  // done by op `into` (or, for a dropped rmsnorm / swiglu, made unnecessary by it)
   };
   Kind kind = Kind::op;
   size_t into = 0;
   MatmulArgs matmul{};
+  std::optional<RopeKvArgs> rope_kv;
   // The plan buffers the recorded dispatches read and write (for the barriers between dependent ops).
   std::vector<engine::BufferId> reads, writes;
 };

@@ -8,7 +8,7 @@
 
 namespace greta::vk {
 
-void encode_rope(OpEncoder& e, const engine::RopeOp& op) {
+BufferSpan rope_inv_freq(OpEncoder& e, const engine::RopeOp& op) {
   const int64_t half = op.rope_dims / 2;
   GRETA_CHECK(half > 0 && op.rope_dims <= op.head_dim, "rope dims ", op.rope_dims);
   std::vector<float> factors;
@@ -22,7 +22,12 @@ void encode_rope(OpEncoder& e, const engine::RopeOp& op) {
     const double factor = factors.empty() ? 1.0 : double(factors[size_t(i)]);
     inv_freq[size_t(i)] = float(double(op.freq_scale) * std::pow(double(op.base), -2.0 * double(i) / double(op.rope_dims)) / factor);
   }
-  const BufferSpan freq = e.constant_buffer(inv_freq, "rope inv_freq");
+  return e.constant_buffer(inv_freq, "rope inv_freq");
+}
+
+void encode_rope(OpEncoder& e, const engine::RopeOp& op) {
+  const int64_t half = op.rope_dims / 2;
+  const BufferSpan freq = rope_inv_freq(e, op);
   const struct { uint32_t n_tokens, n_heads, head_dim, rope_dims; } push{
       to_u32(op.n_tokens, "tokens"), to_u32(op.n_heads, "heads"), to_u32(op.head_dim, "head dim"),
       to_u32(op.rope_dims, "rope dims")};

@@ -4,7 +4,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
-#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -181,15 +180,11 @@ public:
     p.positions->flush(0, uint64_t(n) * 4);
 
     RecordedSequence& seq = sequence(p, range, profiling_);
-    const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                     std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
     if (profiling_ && seq.profiling()) {
       for (const DispatchTiming& t : seq.timings()) {
         const size_t op = std::stoul(t.label);
-        if (op >= p.mutable_op_seconds().size()) continue;
-        p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
-        p.op_spans().push_back({op, submitted_ns + int64_t(t.start_ns), submitted_ns + int64_t(t.end_ns)});
+        if (op < p.mutable_op_seconds().size()) p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
       }
     }
   }
@@ -229,8 +224,8 @@ private:
                                          &weights_,      &p.spans,         &p.constants,     options_.matmul,
                                          f16_attention_};
     const auto& ops = p.plan().ops;
-    // Fusions (fusion.h): decode's rmsnorm and swiglu run inside the matvecs' dispatches, residual adds inside
-    // matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
+    // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
+    // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
     const std::vector<OpRecord> records = plan_records(p.plan(), range, options_.fusions, options_.matmul);
     slot->record([&](Recorder& r) {
       OpEncoder e(r, resources);
@@ -255,7 +250,9 @@ private:
         written.insert(rec.writes.begin(), rec.writes.end());
         read.insert(rec.reads.begin(), rec.reads.end());
         e.begin_op(i, &p.variants[i]);
-        if (rec.kind == OpRecord::Kind::matmul) {
+        if (rec.kind == OpRecord::Kind::rope_kv) {
+          encode_rope_kv(e, *rec.rope_kv);
+        } else if (rec.kind == OpRecord::Kind::matmul) {
           if (rec.matmul.norm || rec.matmul.swiglu) encode_matvec(e, rec.matmul);
           else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
         } else {

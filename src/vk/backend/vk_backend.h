@@ -32,8 +32,8 @@ struct VkBackendOptions {
   bool validation = false;   // Khronos validation layer (also GRETA_VK_VALIDATION=1)
   MatmulKernel matmul = MatmulKernel::automatic;  // GRETA_VK_MATMUL=tiled|coopmat|matvec overrides automatic
   std::string cache_dir;     // pipeline cache directory; empty: the default (pipelines.h)
-  // Fusions (backend/fusion.h: kFuseResidual | kFuseNorm | kFuseSwiglu); GRETA_VK_FUSE=all|none|LIST overrides
-  // it, for measurements.
+  // Fusions (backend/fusion.h: kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseSwiglu); GRETA_VK_FUSE=all|none|LIST
+  // overrides it, for measurements.
   unsigned fusions = ~0u;  // all
 };
 

@@ -1,0 +1,16 @@
+// Shared by rope.comp and rope_kv.comp: the rotation of one pair of a head by theta = position * inv_freq[i].
+
+// Cody-Waite reduction with 2*pi split into a float head and tail: Vulkan only bounds cos/sin's error on [-pi, pi].
+float reduce_angle(float a) {
+  const float two_pi_hi = 6.28318548202514648438;   // float(2 pi)
+  const float two_pi_lo = -1.74845553146951690e-07;  // 2 pi - two_pi_hi
+  const float k = round(a * 0.159154943091895335769);
+  return (a - k * two_pi_hi) - k * two_pi_lo;
+}
+
+// The pair (a, b) rotated by the angle position * inv_freq.
+vec2 rope_rotate(float a, float b, int position, float inv_freq) {
+  const float theta = reduce_angle(float(position) * inv_freq);
+  const float c = cos(theta), s = sin(theta);
+  return vec2(a * c - b * s, a * s + b * c);
+}

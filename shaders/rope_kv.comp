@@ -1,0 +1,75 @@
+#version 450
+// Decode's RoPE and KV-cache append in one dispatch (the backend fuses rope_q, rope_k, k_cache and v_cache:
+// src/vk/backend/fusion.h). For every token t < n_tokens, at position p = positions[t]:
+//   q[t]   rotated in place (n_heads heads), as rope.comp does;
+//   k[t]   rotated in place (n_kv_heads heads) and the rotated row written to k_cache[p];
+//   v[t]   copied to v_cache[p] (v_width floats; 0 when the plan has no V write to fuse).
+// Work items per token, in this order (grid-stride loop over n_tokens * items_per_token):
+//   n_heads * half          one pair of a q head each (half = rope_dims / 2)
+//   n_kv_heads * (head_dim - half)   per k head: `half` pairs, then the head_dim - rope_dims dims past the rotary
+//                           part (partial rotary), copied to the cache unchanged
+//   v_width                 one V element each
+// The pairs are (2i, 2i + 1) when ADJACENT (llama) or (i, i + half) (NEOX halves: qwen2/3); theta and the rotation are
+// rope.glsl's, so q and k get exactly the bits rope.comp gives them.
+#extension GL_GOOGLE_include_directive : require
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint ADJACENT = 1;
+layout(binding = 0) buffer Q { float q[]; };
+layout(binding = 1) buffer K { float k[]; };
+layout(binding = 2) readonly buffer V { float v[]; };
+layout(binding = 3) writeonly buffer KCache { float k_cache[]; };
+layout(binding = 4) writeonly buffer VCache { float v_cache[]; };
+layout(binding = 5) readonly buffer Positions { int positions[]; };
+layout(binding = 6) readonly buffer InvFreq { float inv_freq[]; };
+layout(push_constant) uniform Push {
+  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint rope_dims; uint v_width;
+} pc;
+
+#include "rope.glsl"
+
+// Element indices (within a head) of pair i.
+uvec2 pair_of(uint i, uint half_dims) { return ADJACENT != 0 ? uvec2(2 * i, 2 * i + 1) : uvec2(i, i + half_dims); }
+
+void main() {
+  const uint half_dims = pc.rope_dims / 2;
+  const uint q_items = pc.n_heads * half_dims;
+  const uint k_per_head = pc.head_dim - half_dims;
+  const uint k_items = pc.n_kv_heads * k_per_head;
+  const uint per_token = q_items + k_items + pc.v_width;
+  const uint k_width = pc.n_kv_heads * pc.head_dim;
+  const uint count = pc.n_tokens * per_token;
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint item = gl_GlobalInvocationID.x; item < count; item += stride) {
+    const uint t = item / per_token;
+    uint r = item - t * per_token;
+    const int p = positions[t];
+    if (r < q_items) {
+      const uint h = r / half_dims, i = r - h * half_dims;
+      const uvec2 e = (t * pc.n_heads + h) * pc.head_dim + pair_of(i, half_dims);
+      const vec2 rot = rope_rotate(q[e.x], q[e.y], p, inv_freq[i]);
+      q[e.x] = rot.x;
+      q[e.y] = rot.y;
+      continue;
+    }
+    r -= q_items;
+    if (r < k_items) {
+      const uint h = r / k_per_head, i = r - h * k_per_head;
+      const uint head = h * pc.head_dim;  // within the token's row
+      const uint src = t * k_width, dst = uint(p) * k_width;
+      if (i < half_dims) {
+        const uvec2 e = head + pair_of(i, half_dims);
+        const vec2 rot = rope_rotate(k[src + e.x], k[src + e.y], p, inv_freq[i]);
+        k[src + e.x] = rot.x;
+        k[src + e.y] = rot.y;
+        k_cache[dst + e.x] = rot.x;
+        k_cache[dst + e.y] = rot.y;
+      } else {
+        const uint e = head + pc.rope_dims + (i - half_dims);
+        k_cache[dst + e] = k[src + e];
+      }
+      continue;
+    }
+    r -= k_items;
+    v_cache[uint(p) * pc.v_width + r] = v[t * pc.v_width + r];
+  }
+}

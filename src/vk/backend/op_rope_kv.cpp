@@ -1,0 +1,46 @@
+// Decode's rope_q + rope_k + k_cache (+ v_cache) as one dispatch of rope_kv.comp (fused by the backend: fusion.h).
+// Q and K are rotated in place as encode_rope does (same frequencies, same rotation code), the rotated K rows and the
+// V rows go to the cache rows named by the positions buffer.
+#include "vk/backend/encoder.h"
+
+namespace greta::vk {
+
+void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
+  const engine::RopeOp &q = a.q, &k = a.k;
+  const engine::KvWriteOp& kw = a.k_write;
+  GRETA_CHECK(q.positions == k.positions && q.n_tokens == k.n_tokens && q.head_dim == k.head_dim &&
+                  q.rope_dims == k.rope_dims && q.pairing == k.pairing && q.base == k.base &&
+                  q.freq_scale == k.freq_scale && q.freq_factors == k.freq_factors,
+              "rope_q and rope_k differ");
+  GRETA_CHECK(kw.src == k.x && kw.positions == k.positions && kw.n_tokens == k.n_tokens &&
+                  kw.width == k.n_heads * k.head_dim,
+              "k_cache write does not match rope_k");
+  to_u32(kw.ctx * kw.width, "kv cache elements");
+  const BufferSpan freq = rope_inv_freq(e, q);
+  const BufferSpan qb = e.buffer(q.x), kb = e.buffer(k.x), k_cache = e.buffer(kw.cache);
+  // Without a V write the V bindings get K's buffers (never accessed: v_width is 0).
+  BufferSpan v = kb, v_cache = k_cache;
+  uint32_t v_width = 0;
+  if (a.v_write) {
+    const engine::KvWriteOp& vw = *a.v_write;
+    GRETA_CHECK(vw.positions == k.positions && vw.n_tokens == k.n_tokens, "v_cache write does not match rope_k");
+    to_u32(vw.ctx * vw.width, "kv cache elements");
+    v = e.buffer(vw.src);
+    v_cache = e.buffer(vw.cache);
+    v_width = to_u32(vw.width, "v width");
+  }
+  const struct { uint32_t n_tokens, n_heads, n_kv_heads, head_dim, rope_dims, v_width; } push{
+      to_u32(q.n_tokens, "tokens"),  to_u32(q.n_heads, "heads"),        to_u32(k.n_heads, "kv heads"),
+      to_u32(q.head_dim, "head dim"), to_u32(q.rope_dims, "rope dims"), v_width};
+  const uint64_t items = uint64_t(q.n_heads) * uint64_t(q.rope_dims / 2) +
+                         uint64_t(k.n_heads) * uint64_t(k.head_dim - k.rope_dims / 2) + v_width;
+  to_u32(int64_t(items) * q.n_tokens, "rope_kv items");
+  const bool adjacent = q.pairing == model::RopePairing::Adjacent;
+  const auto& p = e.pipeline(ShaderId::rope_kv_f32, {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
+  e.dispatch(p, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq}, as_push(push),
+             {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
+  e.note_variant(adjacent ? "rope_kv_f32 (adjacent pairs)" : "rope_kv_f32 (neox halves)");
+  e.note_variant(a.v_write ? "fused rope_q + rope_k + k/v cache writes" : "fused rope_q + rope_k + k cache write");
+}
+
+}  // namespace greta::vk
