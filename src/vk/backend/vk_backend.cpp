@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <optional>
 #include <set>
@@ -180,11 +181,15 @@ public:
     p.positions->flush(0, uint64_t(n) * 4);
 
     RecordedSequence& seq = sequence(p, range, profiling_);
+    const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
     if (profiling_ && seq.profiling()) {
       for (const DispatchTiming& t : seq.timings()) {
         const size_t op = std::stoul(t.label);
-        if (op < p.mutable_op_seconds().size()) p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
+        if (op >= p.mutable_op_seconds().size()) continue;
+        p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
+        p.op_spans().push_back({op, submitted_ns + int64_t(t.start_ns), submitted_ns + int64_t(t.end_ns)});
       }
     }
   }
