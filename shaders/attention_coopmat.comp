@@ -4,8 +4,8 @@
 // and at most 128.
 //
 // One workgroup = one subgroup (local size = the subgroup size, spec constant 0) owns a block of 16 consecutive
-// query tokens of one head h (KV head g = h / (n_heads / n_kv_heads)). Q (16 x D) is converted to f16 and kept as
-// D/16 A-fragments. Keys and values are visited in blocks of 32 staged as f16 in shared memory (row-major
+// query tokens of one head h (KV head g = h / (n_heads / n_kv_heads)). Q (16 x D) is converted to f16 and staged in
+// shared memory. Keys and values are visited in blocks of 32 staged as f16 in shared memory (row-major
 // [key][dim], so K read column-major is K^T):
 //   S (16 x 32) = Q K^T                          2 accumulators, D/16 steps each  -> shared, f32
 //   online softmax per query row (invocations 0..15, one row each): causal mask key > positions[t] -> -inf,
@@ -18,8 +18,8 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { float q[]; };
-layout(binding = 1) readonly buffer K { float k_cache[]; };
-layout(binding = 2) readonly buffer V { float v_cache[]; };
+layout(binding = 1) readonly buffer K { vec4 k_cache[]; };  // D % 16 == 0: every head's row starts on a vec4
+layout(binding = 2) readonly buffer V { vec4 v_cache[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };
 layout(push_constant) uniform Push {
@@ -30,12 +30,12 @@ const uint BR = 16;     // query rows per workgroup
 const uint BC = 32;     // keys per block
 const uint MAX_D = 128;
 shared float16_t qs[BR * MAX_D];
-shared float16_t ks[BC * MAX_D];
-shared float16_t vs[BC * MAX_D];
+shared f16vec4 ks[BC * MAX_D / 4];  // staged 4 dims at a time; fragment offsets and strides in f16vec4
+shared f16vec4 vs[BC * MAX_D / 4];
 shared float ss[BR * BC];
 shared float16_t ps[BR * BC];
-shared float os[BR * MAX_D];
-shared float otmp[BR * MAX_D];
+shared vec4 os[BR * MAX_D / 4];
+shared vec4 otmp[BR * MAX_D / 4];
 shared float row_m[BR], row_l[BR], row_corr[BR];
 shared int row_pos[BR];
 
@@ -49,14 +49,14 @@ void main() {
   const uint blocks = (pc.n_tokens + BR - 1) / BR;
   const uint h = gl_WorkGroupID.x % pc.n_heads, t0 = (gl_WorkGroupID.x / pc.n_heads) * BR;
   const uint g = h / (pc.n_heads / pc.n_kv_heads);
-  const uint kv_stride = pc.n_kv_heads * D;
+  const uint D4 = D / 4, kv_stride4 = pc.n_kv_heads * D4;
 
   // Stage Q, clear O, set up the rows.
   for (uint i = lane; i < BR * D; i += n_lanes) {
     const uint r = i / D, d = i - r * D, t = t0 + r;
     qs[i] = float16_t(t < pc.n_tokens ? q[(t * pc.n_heads + h) * D + d] : 0.0);
-    os[i] = 0.0;
   }
+  for (uint i = lane; i < BR * D4; i += n_lanes) os[i] = vec4(0.0);
   if (lane < BR) {
     const uint t = t0 + lane;
     row_pos[lane] = t < pc.n_tokens ? positions[t] : -1;
@@ -64,26 +64,28 @@ void main() {
     row_l[lane] = 0.0;
   }
   barrier();
-  FRAG_A qf[MAX_D / 16];
-  for (uint c = 0; c < D / 16; ++c) coopMatLoad(qf[c], qs, c * 16, D, gl_CooperativeMatrixLayoutRowMajor);
   int max_pos = -1;
   for (uint r = 0; r < BR; ++r) max_pos = max(max_pos, row_pos[r]);
   const uint kv_end = uint(max_pos + 1);
 
   for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-    for (uint i = lane; i < BC * D; i += n_lanes) {
-      const uint kk = i / D, d = i - kk * D, j = j0 + kk;
+    for (uint i = lane; i < BC * D4; i += n_lanes) {
+      const uint kk = i / D4, d4 = i - kk * D4, j = j0 + kk;
       const bool in_range = j < kv_end;
-      ks[i] = float16_t(in_range ? k_cache[j * kv_stride + g * D + d] : 0.0);
-      vs[i] = float16_t(in_range ? v_cache[j * kv_stride + g * D + d] : 0.0);
+      ks[i] = f16vec4(in_range ? k_cache[j * kv_stride4 + g * D4 + d4] : vec4(0.0));
+      vs[i] = f16vec4(in_range ? v_cache[j * kv_stride4 + g * D4 + d4] : vec4(0.0));
     }
     barrier();
     for (uint c = 0; c < BC / 16; ++c) {
       FRAG_C s = FRAG_C(0.0);
       for (uint d0 = 0; d0 < D; d0 += 16) {
+        // Q's fragment is re-read from shared memory rather than kept in an array of fragments: the H100 driver
+        // spills arrays of cooperative matrices indexed in loops (see matmul_coopmat.comp).
+        FRAG_A qf;
         FRAG_B kf;
-        coopMatLoad(kf, ks, c * 16 * D + d0, D, gl_CooperativeMatrixLayoutColumnMajor);
-        s = coopMatMulAdd(qf[d0 / 16], kf, s);
+        coopMatLoad(qf, qs, d0, D, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(kf, ks, (c * 16 * D + d0) / 4, D4, gl_CooperativeMatrixLayoutColumnMajor);
+        s = coopMatMulAdd(qf, kf, s);
       }
       coopMatStore(s, ss, c * 16, BC, gl_CooperativeMatrixLayoutRowMajor);
     }
@@ -112,18 +114,18 @@ void main() {
         FRAG_A pf;
         FRAG_B vf;
         coopMatLoad(pf, ps, kc * 16, BC, gl_CooperativeMatrixLayoutRowMajor);
-        coopMatLoad(vf, vs, kc * 16 * D + dc * 16, D, gl_CooperativeMatrixLayoutRowMajor);
+        coopMatLoad(vf, vs, (kc * 16 * D + dc * 16) / 4, D4, gl_CooperativeMatrixLayoutRowMajor);
         acc = coopMatMulAdd(pf, vf, acc);
       }
-      coopMatStore(acc, otmp, dc * 16, D, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatStore(acc, otmp, dc * 4, D4, gl_CooperativeMatrixLayoutRowMajor);
     }
     barrier();
-    for (uint i = lane; i < BR * D; i += n_lanes) os[i] = os[i] * row_corr[i / D] + otmp[i];
+    for (uint i = lane; i < BR * D4; i += n_lanes) os[i] = os[i] * row_corr[i / D4] + otmp[i];
     barrier();
   }
 
   for (uint i = lane; i < BR * D; i += n_lanes) {
     const uint r = i / D, d = i - r * D, t = t0 + r;
-    if (t < pc.n_tokens) o[(t * pc.n_heads + h) * D + d] = os[i] / row_l[r];
+    if (t < pc.n_tokens) o[(t * pc.n_heads + h) * D + d] = os[i / 4][i % 4] / row_l[r];
   }
 }
