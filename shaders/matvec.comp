@@ -51,6 +51,15 @@ float activation(uint x_base, uint e, inout float ss) {
   return v;
 }
 
+// Per-row partial sums are named variables (acc0..acc7, guarded by spec-constant conditions) rather than an array
+// indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp).
+#define ROW_ADD(r, value) if (r < ROWS && row0 + r < pc.rows) acc##r += value;
+#define ROW_REDUCE(r)                                                      \
+  if (r < ROWS) {                                                          \
+    const float v = subgroupAdd(acc##r);                                   \
+    if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = v;   \
+  }
+
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
@@ -59,24 +68,28 @@ void main() {
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
-    float acc[MAX_ROWS];
-    for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+    float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
     float ss = 0.0;
     for (uint e = tid * 4; e < cols4; e += wg * 4) {
       vec4 xv;
       for (uint j = 0; j < 4; ++j) xv[j] = activation(x_base, e + j, ss);
-      for (uint r = 0; r < ROWS; ++r)
-        if (row0 + r < pc.rows) acc[r] += dot(dequant4((row0 + r) * pc.row_bytes, e), xv);
+      ROW_ADD(0, dot(dequant4((row0 + 0) * pc.row_bytes, e), xv))
+      ROW_ADD(1, dot(dequant4((row0 + 1) * pc.row_bytes, e), xv))
+      ROW_ADD(2, dot(dequant4((row0 + 2) * pc.row_bytes, e), xv))
+      ROW_ADD(3, dot(dequant4((row0 + 3) * pc.row_bytes, e), xv))
+      ROW_ADD(4, dot(dequant4((row0 + 4) * pc.row_bytes, e), xv))
+      ROW_ADD(5, dot(dequant4((row0 + 5) * pc.row_bytes, e), xv))
+      ROW_ADD(6, dot(dequant4((row0 + 6) * pc.row_bytes, e), xv))
+      ROW_ADD(7, dot(dequant4((row0 + 7) * pc.row_bytes, e), xv))
     }
     for (uint e = cols4 + tid; e < pc.cols; e += wg) {  // tails exist only for f32/f16/bf16 rows
       const float xe = activation(x_base, e, ss);
-      for (uint r = 0; r < ROWS; ++r)
-        if (row0 + r < pc.rows) acc[r] += dequant1((row0 + r) * pc.row_bytes, e) * xe;
+      ROW_ADD(0, dequant1((row0 + 0) * pc.row_bytes, e) * xe) ROW_ADD(1, dequant1((row0 + 1) * pc.row_bytes, e) * xe)
+      ROW_ADD(2, dequant1((row0 + 2) * pc.row_bytes, e) * xe) ROW_ADD(3, dequant1((row0 + 3) * pc.row_bytes, e) * xe)
+      ROW_ADD(4, dequant1((row0 + 4) * pc.row_bytes, e) * xe) ROW_ADD(5, dequant1((row0 + 5) * pc.row_bytes, e) * xe)
+      ROW_ADD(6, dequant1((row0 + 6) * pc.row_bytes, e) * xe) ROW_ADD(7, dequant1((row0 + 7) * pc.row_bytes, e) * xe)
     }
-    for (uint r = 0; r < ROWS; ++r) {
-      const float s = subgroupAdd(acc[r]);
-      if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = s;
-    }
+    ROW_REDUCE(0) ROW_REDUCE(1) ROW_REDUCE(2) ROW_REDUCE(3) ROW_REDUCE(4) ROW_REDUCE(5) ROW_REDUCE(6) ROW_REDUCE(7)
     if (INPUT == IN_RMSNORM) {
       const float s = subgroupAdd(ss);
       if (subgroupElect()) partial_ss[gl_SubgroupID] = s;

@@ -24,6 +24,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
@@ -280,6 +281,15 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 #error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
 #endif
 
+// Per-row partial sums are named variables (acc0..acc7, guarded by spec-constant conditions) rather than an array
+// indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp).
+#define ROW_DOT(r) if (r < ROWS) acc##r += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, xs, xsum);
+#define ROW_REDUCE(r)                                                      \
+  if (r < ROWS) {                                                          \
+    const float v = subgroupAdd(acc##r);                                   \
+    if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = v;   \
+  }
+
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
@@ -288,35 +298,31 @@ void main() {
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
-    float acc[MAX_ROWS];
-    for (uint r = 0; r < ROWS; ++r) acc[r] = 0.0;
+    float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
     float ss = 0.0;
     for (uint s = tid; s < slots; s += wg) {
       vec4 xs[MV_NX];
-      for (uint j = 0; j < MV_NX; ++j) xs[j] = mv_activation(x4_base, mv_x4(s, j), ss);
+      [[unroll]] for (uint j = 0; j < MV_NX; ++j) xs[j] = mv_activation(x4_base, mv_x4(s, j), ss);
       const vec4 xsum = mv_xsum(xs);
       // Rows past the end (the last group) repeat the last row; their sums are not written.
-      for (uint r = 0; r < ROWS; ++r) acc[r] += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, xs, xsum);
+      ROW_DOT(0) ROW_DOT(1) ROW_DOT(2) ROW_DOT(3) ROW_DOT(4) ROW_DOT(5) ROW_DOT(6) ROW_DOT(7)
     }
-    for (uint r = 0; r < ROWS; ++r) {
-      const float s = subgroupAdd(acc[r]);
-      if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = s;
-    }
+    ROW_REDUCE(0) ROW_REDUCE(1) ROW_REDUCE(2) ROW_REDUCE(3) ROW_REDUCE(4) ROW_REDUCE(5) ROW_REDUCE(6) ROW_REDUCE(7)
     if (INPUT == IN_RMSNORM) {
-      const float s = subgroupAdd(ss);
-      if (subgroupElect()) partial_ss[gl_SubgroupID] = s;
+      const float v = subgroupAdd(ss);
+      if (subgroupElect()) partial_ss[gl_SubgroupID] = v;
     }
     barrier();
     if (tid < ROWS && row0 + tid < pc.rows) {
-      float s = 0.0;
-      for (uint i = 0; i < gl_NumSubgroups; ++i) s += partial[tid * MAX_SUBGROUPS + i];
+      float v = 0.0;
+      for (uint i = 0; i < gl_NumSubgroups; ++i) v += partial[tid * MAX_SUBGROUPS + i];
       if (INPUT == IN_RMSNORM) {
         float sum_sq = 0.0;
         for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
-        s *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
+        v *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
       }
       const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
-      y[at] = ACCUMULATE ? y[at] + s : s;
+      y[at] = ACCUMULATE ? y[at] + v : v;
     }
     barrier();  // partial[] is reused by the next row group
   }

@@ -9,6 +9,8 @@
 // Bindings: weights, x (the input, the norm's input or the gate), y, aux (norm weight or up; x again when unused:
 // every declared binding must be bound).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -62,8 +64,14 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
   // takes 4 rows: half the workgroups, half that work.
-  constexpr uint32_t kLocal = 128;
-  const uint32_t rows_per_group = input == kInSwiglu ? 4 : 2;
+  uint32_t local = 128, rows_per_group = input == kInSwiglu ? 4 : 2;
+  if (const char* v = std::getenv("GRETA_VK_MATVEC"); v && *v) {  // WGxROWS, for measuring alternatives
+    unsigned wg = 0, rows = 0;
+    if (std::sscanf(v, "%ux%u", &wg, &rows) != 2 || wg % e.info().subgroup_size != 0 || wg > 1024 || rows < 1 ||
+        rows > 8)
+      fail("GRETA_VK_MATVEC=", v, ": expected WGxROWS, WG a multiple of the subgroup size (<= 1024), ROWS 1..8");
+    local = wg, rows_per_group = rows;
+  }
   const BufferSpan out = e.buffer(op.out);
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const struct {
@@ -74,7 +82,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            to_u32(op.out_features, "out features"), x_row0, eps};
     const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
     const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
-    const auto& p = e.pipeline(id, {{0, kLocal}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
+    const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens"), 1});
