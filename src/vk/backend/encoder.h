@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "engine/plan.h"
 #include "model/tensor_types.h"
+#include "vk/backend/tuning.h"
 #include "vk/backend/vk_backend.h"
 #include "vk/commands.h"
 #include "vk/context.h"
@@ -35,6 +36,13 @@ struct DeviceWeight {
   int64_t chunk_rows(size_t i) const { return int64_t(matrix.chunk(i).size() / row_bytes); }
 };
 
+// How prefill matmuls pick their tile (op_matmul.cpp): forced > GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE > tuned
+// > the built-in default. A prepared plan keeps its own copy (what was set when it was prepared).
+struct MatmulTuning {
+  std::optional<MatmulConfig> forced;  // set_matmul_config: greta-vk tune's candidates, tests
+  const std::map<MatmulShapeClass, TunedEntry>* tuned = nullptr;  // the cache's entries valid on this device
+};
+
 class OpEncoder {
 public:
   struct Resources {
@@ -47,6 +55,7 @@ public:
     std::vector<Buffer>* constants;          // per-plan constant buffers made while encoding (kept alive here)
     MatmulKernel matmul;
     bool f16_attention;  // prefill attention may use the f16 cooperative-matrix kernel
+    const MatmulTuning* tuning;  // prefill matmul tiles
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
 
@@ -60,6 +69,7 @@ public:
   const EnabledFeatures& features() const { return res_.context->features(); }
   MatmulKernel matmul_kernel() const { return res_.matmul; }
   bool f16_attention() const { return res_.f16_attention; }
+  const MatmulTuning& matmul_tuning() const { return *res_.tuning; }
   // The device (and this build) has 16x16x16 f16 x f16 -> f32 subgroup cooperative matrices.
   bool has_coopmat_f16() const;
   BufferSpan buffer(engine::BufferId id) const;
@@ -111,6 +121,10 @@ void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
+// Whether `tile` satisfies the kernel's rules on the device (matmul_tiled.comp / matmul_coopmat.comp limits).
+bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info);
+// Whether the device (and this build) can run matmul_coopmat for weights of `type`.
+bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& features, model::GgmlType type);
 // Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option (decode: up to 4 tokens).
 bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op);
 void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);

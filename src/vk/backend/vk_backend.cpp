@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 
@@ -38,6 +39,7 @@ public:
   const Buffer* positions = nullptr;                 // host-visible
   std::vector<Buffer> constants;                     // made while encoding (rope frequencies)
   std::vector<std::string> variants;                 // by op index: the kernels the op uses
+  MatmulTuning tuning;                               // the prefill matmul tiles as they were at prepare
   std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<RecordedSequence>> sequences;  // (begin, end, profile)
 };
 
@@ -65,6 +67,10 @@ public:
     options_.matmul = matmul_from_env(options.matmul);
     options_.fusions = fusions_from_env(options.fusions);
     const DeviceInfo& info = context_->info();
+    device_key_ = make_device_key(info.vendor_id, info.device_id, info.driver_version, info.pipeline_cache_uuid,
+                                  info.name);
+    tuning_path_ = TuningCache::path_in(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir);
+    if (options.tuning_cache) load_tuning();
     if (!info.subgroup_ops_in_compute || !(info.subgroup_operations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
       fail("vk: ", info.name, " has no subgroup arithmetic in compute shaders, which the matvec kernels need");
   }
@@ -80,6 +86,21 @@ public:
     return context_->features().cooperative_matrix && shader_available(ShaderId::matmul_coopmat_f16) &&
            info.subgroup_ops_in_compute &&
            info.supports_coopmat(16, 16, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR);
+  }
+
+  const DeviceKey& device_key() const { return device_key_; }
+  const std::string& tuning_path() const { return tuning_path_; }
+  void set_matmul_config(std::optional<MatmulConfig> config) { forced_matmul_ = config; }
+  bool matmul_config_valid(const MatmulConfig& c) const {
+    const DeviceInfo& info = context_->info();
+    if (c.kernel == GemmKernel::coopmat && !coopmat_matmul_usable(info, context_->features(), model::GgmlType::F16))
+      return false;
+    return matmul_tile_valid(c.kernel, c.tile, info);
+  }
+  GemmKernel automatic_gemm_kernel(model::GgmlType type) const {
+    return type != model::GgmlType::F32 && coopmat_matmul_usable(context_->info(), context_->features(), type)
+               ? GemmKernel::coopmat
+               : GemmKernel::tiled;
   }
 
   uint64_t memory_capacity() const override { return context_->info().device_local_bytes(); }
@@ -121,6 +142,7 @@ public:
     auto p = std::make_unique<VkPlan>(plan);
     p->spans.resize(plan.buffers.size());
     p->variants.resize(plan.ops.size());
+    p->tuning = MatmulTuning{forced_matmul_, &tuned_};
     p->owned.reserve(plan.buffers.size());
     const uint64_t max_range = context_->max_binding_range();
     std::vector<BufferSpan> fresh_persistent;
@@ -210,6 +232,23 @@ public:
   }
 
 private:
+  // The tuning cache's entries for this device that the device can run; the rest is ignored with one warning.
+  void load_tuning() {
+    std::string warning;
+    const TuningCache cache = TuningCache::load(tuning_path_, warning);
+    if (!warning.empty()) context_->warn(warning);
+    const auto* entries = cache.entries(device_key_);
+    if (!entries) return;
+    size_t invalid = 0;
+    for (const auto& [shape, entry] : *entries) {
+      if (matmul_config_valid({shape.kernel, entry.tile})) tuned_[shape] = entry;
+      else ++invalid;
+    }
+    if (invalid)
+      context_->warn(cat("ignoring ", invalid, " tuned matmul tile(s) in ", tuning_path_, " that ",
+                         context_->info().name, " cannot run (re-run greta-vk tune --force)"));
+  }
+
   BufferSpan checked_span(VkPlan& p, BufferId buffer, int64_t offset, size_t count) const {
     const auto& decls = p.plan().buffers;
     GRETA_CHECK(buffer >= 0 && size_t(buffer) < decls.size(), "buffer ", buffer);
@@ -227,7 +266,7 @@ private:
                                               SequenceOptions{.profile = profile});
     const OpEncoder::Resources resources{context_.get(), pipelines_.get(), allocator_.get(), transfer_.get(),
                                          &weights_,      &p.spans,         &p.constants,     options_.matmul,
-                                         f16_attention_};
+                                         f16_attention_, &p.tuning};
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
@@ -291,7 +330,18 @@ private:
   std::vector<DeviceWeight> weights_;
   std::map<std::string, std::shared_ptr<Buffer>> persistent_;
   bool f16_attention_ = true;  // false for models with F32 weight matrices (their users asked for f32 accuracy)
+  DeviceKey device_key_;
+  std::string tuning_path_;                            // the tuning cache file ("" without a cache directory)
+  std::map<MatmulShapeClass, TunedEntry> tuned_;       // its valid entries for this device
+  std::optional<MatmulConfig> forced_matmul_;          // set_matmul_config
 };
+
+template <class B>  // engine::Backend or const engine::Backend
+auto& as_vk(B& backend, const char* what) {
+  auto* vk = dynamic_cast<std::conditional_t<std::is_const_v<B>, const VkBackend, VkBackend>*>(&backend);
+  if (!vk) fail(what, " needs a Vulkan backend");
+  return *vk;
+}
 
 }  // namespace
 
@@ -319,6 +369,24 @@ bool uses_cooperative_matrix(const engine::Backend& backend) {
   const auto* vk = dynamic_cast<const VkBackend*>(&backend);
   GRETA_CHECK(vk, "uses_cooperative_matrix needs a Vulkan backend");
   return vk->cooperative_matrix();
+}
+
+void set_matmul_config(engine::Backend& backend, std::optional<MatmulConfig> config) {
+  as_vk(backend, "set_matmul_config").set_matmul_config(config);
+}
+
+bool matmul_config_valid(const engine::Backend& backend, const MatmulConfig& config) {
+  return as_vk(backend, "matmul_config_valid").matmul_config_valid(config);
+}
+
+GemmKernel automatic_gemm_kernel(const engine::Backend& backend, model::GgmlType type) {
+  return as_vk(backend, "automatic_gemm_kernel").automatic_gemm_kernel(type);
+}
+
+DeviceKey tuning_device_key(const engine::Backend& backend) { return as_vk(backend, "tuning_device_key").device_key(); }
+
+std::string tuning_cache_path(const engine::Backend& backend) {
+  return as_vk(backend, "tuning_cache_path").tuning_path();
 }
 
 bool vulkan_device_available() {

@@ -12,10 +12,12 @@
 // GRETA_VK_LOG_KERNELS=1 prints the kernels (shader variants) each op of every prepared plan uses to stderr.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/backend.h"
+#include "vk/backend/tuning.h"
 
 namespace greta::vk {
 
@@ -31,7 +33,10 @@ struct VkBackendOptions {
   int device = -1;           // `greta-vk devices` index; -1: the default device
   bool validation = false;   // Khronos validation layer (also GRETA_VK_VALIDATION=1)
   MatmulKernel matmul = MatmulKernel::automatic;  // GRETA_VK_MATMUL=tiled|coopmat|matvec overrides automatic
-  std::string cache_dir;     // pipeline cache directory; empty: the default (pipelines.h)
+  std::string cache_dir;     // pipeline and tuning cache directory; empty: the default (pipelines.h)
+  // Load greta-vk tune's tiles for this device from <cache dir>/vk-matmul-tuning.txt (tuning.h). A corrupt file or
+  // entries the device cannot run are ignored with a warning.
+  bool tuning_cache = true;
   // Fusions (backend/fusion.h: kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseSwiglu); GRETA_VK_FUSE=all|none|LIST
   // overrides it, for measurements.
   unsigned fusions = ~0u;  // all
@@ -56,4 +61,17 @@ std::vector<std::string> validation_messages(const engine::Backend& backend);
 // True when the backend's device (and this build) has the 16x16x16 f16 cooperative-matrix matmul, which prefill
 // matmuls with non-F32 weights then use (f16 operands: NMSE ~1e-7..1e-6 per op instead of ~1e-13).
 bool uses_cooperative_matrix(const engine::Backend& backend);
+
+// Prefill matmul tiles (tuning.h). `backend` must come from create_vk_backend.
+// Plans prepared after this call run their prefill (matrix-matrix) matmuls on `config`'s kernel and tile, whatever
+// the options, the environment and the tuning cache say (greta-vk tune's candidates, tests); nullopt restores the
+// usual choice. prepare() fails when the tile is not valid on the device.
+void set_matmul_config(engine::Backend& backend, std::optional<MatmulConfig> config);
+// Whether `config` can run on the backend's device: the kernel exists there and the tile keeps its limits.
+bool matmul_config_valid(const engine::Backend& backend, const MatmulConfig& config);
+// The kernel automatic prefill matmuls use for weights of `type` on the backend's device.
+GemmKernel automatic_gemm_kernel(const engine::Backend& backend, model::GgmlType type);
+// The backend's device as the tuning cache names it, and the cache file it reads ("" when nothing is persisted).
+DeviceKey tuning_device_key(const engine::Backend& backend);
+std::string tuning_cache_path(const engine::Backend& backend);
 }  // namespace greta::vk

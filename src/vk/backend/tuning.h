@@ -1,0 +1,125 @@
+// Tuned tiles of the Vulkan prefill matmul kernels: what `greta-vk tune` measures and later runs load.
+//
+// The prefill GEMM (op_matmul.cpp) is matmul_coopmat on devices with 16x16x16 f16 cooperative matrices, else
+// matmul_tiled; both take their tile as specialization constants. The best tile depends on the device and on the
+// shape, so `greta-vk tune MODEL` times a fixed list of candidates (tile_candidates) for every distinct prefill matmul
+// of the model and stores the winners here, keyed by
+//   device:       name, vendor and device ids, driver version, pipeline-cache UUID (a driver update re-tunes), and
+//   shape class:  kernel, weight type, token-count bucket (<= 64, <= 256, <= 1024, more), N (weight rows), K (columns).
+// The backend picks a tile by: GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE > this cache > the built-in default.
+//
+// The cache is one text file, <cache dir>/vk-matmul-tuning.txt, beside the pipeline cache (pipelines.h:
+// default_cache_dir). Layout, one record per line, '#' starts a comment line:
+//   greta-vk-matmul-tuning 1                                     (format and version: the first record)
+//   device VENDOR DEVICE DRIVER UUID NAME...                     (hex ids, 32 hex digits of UUID, name to the end)
+//   KERNEL TYPE TOKENS N K TILE BEST_US DEFAULT_US               (entries of the device above)
+// e.g. "coopmat q4_0 512 11008 4096 64x128x2x4x64 812.5 905.0": TOKENS is the batch that was timed, its bucket is
+// the entry's key (one entry per bucket: the last tuned wins); DEFAULT_US 0 means the default tile cannot run there.
+// Reading is strict and bounded (size, line length, counts, number ranges): anything else makes the whole file
+// ignored with one warning, never a crash. Entries whose tile is not valid on the device are ignored by the backend.
+//
+// No Vulkan types here: the CLI includes this header.
+#pragma once
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "model/tensor_types.h"
+
+namespace greta::vk {
+
+// The two prefill (matrix-matrix) kernels whose tiles are tuned.
+enum class GemmKernel : uint8_t { tiled, coopmat };
+const char* gemm_kernel_name(GemmKernel k);  // "tiled", "coopmat"
+std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name);
+
+// A tile: matmul_tiled uses bm x bn x bk (workgroup bm/4 * bn/4 invocations, wm = wn = 0); matmul_coopmat a bm x bn
+// tile on a wm x wn grid of subgroups with K step bk.
+struct MatmulTile {
+  uint32_t bm = 0, bn = 0, wm = 0, wn = 0, bk = 0;
+  auto operator<=>(const MatmulTile&) const = default;
+};
+
+struct MatmulConfig {
+  GemmKernel kernel = GemmKernel::tiled;
+  MatmulTile tile;
+  auto operator<=>(const MatmulConfig&) const = default;
+};
+
+// The built-in defaults (op_matmul.cpp explains them).
+inline constexpr MatmulTile kDefaultTiledTile{64, 64, 0, 0, 16};
+inline constexpr MatmulTile kDefaultCoopmatTile{128, 64, 4, 2, 64};
+MatmulTile default_tile(GemmKernel kernel);
+
+// "64x64x16" (tiled: BMxBNxBK), "128x64x4x2x64" (coopmat: BMxBNxWMxWNxBK).
+std::string tile_name(GemmKernel kernel, const MatmulTile& tile);
+// The inverse, syntax and bounds only (every number 1..1024); the device's rules are checked by the backend
+// (op_matmul.cpp: matmul_tile_valid). coopmat also accepts BMxBNxWMxWN with BK 32 (GRETA_VK_COOPMAT_TILE's form).
+std::optional<MatmulTile> parse_tile(GemmKernel kernel, std::string_view text);
+
+// The tiles `greta-vk tune` tries for a kernel, the default first; the backend filters them by validity on the
+// device. Fixed, so that a tuning run is reproducible.
+std::span<const MatmulTile> tile_candidates(GemmKernel kernel);
+
+// Token-count buckets: 64, 256, 1024, or 0 for more than 1024 tokens (n_tokens >= 1).
+int64_t token_bucket(int64_t n_tokens);
+std::string token_bucket_name(int64_t bucket);  // "<=64", "<=256", "<=1024", ">1024"
+
+struct MatmulShapeClass {
+  GemmKernel kernel = GemmKernel::tiled;
+  model::GgmlType type = model::GgmlType::F32;
+  int64_t bucket = 0;  // token_bucket
+  int64_t n = 0, k = 0;
+  auto operator<=>(const MatmulShapeClass&) const = default;
+};
+// "q4_0 11008x4096 <=1024 tokens (coopmat)"
+std::string describe(const MatmulShapeClass& s);
+
+// Which device (and driver) the entries were measured on.
+struct DeviceKey {
+  uint32_t vendor_id = 0, device_id = 0, driver_version = 0;
+  std::string cache_uuid;  // the pipeline-cache UUID as 32 lowercase hex digits
+  std::string name;
+  auto operator<=>(const DeviceKey&) const = default;
+};
+// The key of a device: the UUID's bytes as hex; the name trimmed, control characters replaced by '?', at most 256
+// bytes (so that it survives the file's line format).
+DeviceKey make_device_key(uint32_t vendor_id, uint32_t device_id, uint32_t driver_version,
+                          std::span<const uint8_t> cache_uuid, std::string_view name);
+
+struct TunedEntry {
+  MatmulTile tile;
+  int64_t m = 0;                       // the tokens timed (token_bucket(m) is the shape class's bucket)
+  double best_us = 0, default_us = 0;  // measured by greta-vk tune: the winner's and the default's time
+};
+
+class TuningCache {
+public:
+  static constexpr const char* kFileName = "vk-matmul-tuning.txt";
+  // <dir>/vk-matmul-tuning.txt; empty when dir is empty (nothing is persisted).
+  static std::string path_in(const std::string& dir);
+
+  // Parses the text form; throws greta::Error naming the line and the problem.
+  static TuningCache parse(std::string_view text);
+  // Reads `path`. A missing file is an empty cache; an unreadable, oversized or malformed one is an empty cache
+  // and `warning` gets one line saying why. Never throws for the file's contents.
+  static TuningCache load(const std::string& path, std::string& warning);
+  std::string to_text() const;
+  // Writes the file atomically (a temporary file renamed over it), creating the directory; throws greta::Error.
+  void save(const std::string& path) const;
+
+  const TunedEntry* find(const DeviceKey& device, const MatmulShapeClass& shape) const;
+  void set(const DeviceKey& device, const MatmulShapeClass& shape, const TunedEntry& entry);
+  // Every entry of one device; nullptr when it has none.
+  const std::map<MatmulShapeClass, TunedEntry>* entries(const DeviceKey& device) const;
+  size_t size() const;  // entries over all devices
+
+private:
+  std::map<DeviceKey, std::map<MatmulShapeClass, TunedEntry>> devices_;
+};
+
+}  // namespace greta::vk

@@ -1,0 +1,346 @@
+// The matmul tuning cache (src/vk/backend/tuning.h), the backend's tile choice (forced > env > cache > default) and
+// `greta-vk tune` end to end. On lavapipe (CI) there are no cooperative matrices, so matmul_tiled's tiles are what
+// gets tuned there; on a coopmat device the same tests exercise matmul_coopmat's.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+#include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "engine/op_case.h"
+#include "engine/op_cases.h"
+#include "test_util.h"
+#include "vk/backend/tuning.h"
+#include "vk/backend/vk_backend.h"
+#include "vk_test_util.h"
+
+using namespace greta;
+using namespace greta::vk;
+using model::GgmlType;
+namespace fs = std::filesystem;
+namespace gt = greta::test;      // fixtures, op cases, nmse
+namespace vt = greta::vk::test;  // scratch directories, environment, subprocesses
+
+namespace {
+
+void write_file(const fs::path& path, const std::string& text) {
+  fs::create_directories(path.parent_path());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(text.data(), std::streamsize(text.size()));
+}
+
+std::string read_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+DeviceKey some_device(const char* name) {
+  const uint8_t uuid[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  return make_device_key(0x10de, 0x2330, 0x91b7c000, uuid, name);
+}
+
+std::unique_ptr<engine::Backend> backend_in(const fs::path& cache_dir) {
+  VkBackendOptions o;
+  o.cache_dir = cache_dir.string();
+  return create_vk_backend(o);
+}
+
+// A prefill matmul case (67 tokens, 101 rows) of `type`, its kernels and its NMSE against the CPU.
+struct CaseResult {
+  std::string kernels;
+  double nmse = 0;
+};
+CaseResult run_matmul(engine::Backend& vk, GgmlType type, uint32_t seed = 7) {
+  auto [c, out] = gt::matmul_case(type, 67, 96, seed, 101);
+  cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
+  const auto want = c.run_once(cpu, out);
+  auto prepared = c.load_and_prepare(vk);
+  c.run(vk, *prepared);
+  const auto got = c.read(vk, *prepared, out);
+  CHECK(validation_messages(vk).empty());
+  return {describe_kernels(*prepared), gt::nmse(got.data(), want.data(), got.size())};
+}
+
+double limit_for(const std::string& kernels) { return kernels.find("coopmat") != std::string::npos ? 2e-6 : 1e-9; }
+
+// A candidate other than the default that the backend's device can run for `kernel`, skipping `except`.
+MatmulTile other_tile(const engine::Backend& b, GemmKernel kernel, const MatmulTile& except = {}) {
+  for (const MatmulTile& t : tile_candidates(kernel))
+    if (t != default_tile(kernel) && t != except && matmul_config_valid(b, {kernel, t})) return t;
+  FAIL("no second valid tile");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("tuning cache: text round trip, save and load, tile names") {
+  TuningCache cache;
+  const DeviceKey a = some_device("NVIDIA H100 80GB HBM3"), b = some_device("llvmpipe (LLVM 15.0.6, 256 bits)");
+  cache.set(a, {GemmKernel::coopmat, GgmlType::Q4_0, 1024, 11008, 4096}, {{64, 128, 2, 4, 64}, 512, 812.5, 905});
+  cache.set(a, {GemmKernel::coopmat, GgmlType::Q4_K, 0, 4096, 4096}, {{256, 128, 4, 2, 32}, 4096, 4975, 5100.2});
+  cache.set(a, {GemmKernel::tiled, GgmlType::F32, 64, 32, 64}, {{32, 32, 0, 0, 16}, 20, 3.5, 0});
+  cache.set(b, {GemmKernel::tiled, GgmlType::Q6_K, 256, 256, 512}, {{64, 128, 0, 0, 16}, 256, 2325.4, 2432.7});
+  CHECK(cache.size() == 4);
+
+  const TuningCache back = TuningCache::parse(cache.to_text());
+  CHECK(back.to_text() == cache.to_text());
+  REQUIRE(back.size() == 4);
+  const TunedEntry* e = back.find(a, {GemmKernel::coopmat, GgmlType::Q4_0, 1024, 11008, 4096});
+  REQUIRE(e);
+  CHECK(e->tile == MatmulTile{64, 128, 2, 4, 64});
+  CHECK(e->m == 512);
+  CHECK(e->best_us == doctest::Approx(812.5));
+  CHECK(back.find(b, {GemmKernel::tiled, GgmlType::Q6_K, 256, 256, 512})->tile == MatmulTile{64, 128, 0, 0, 16});
+  CHECK_FALSE(back.find(b, {GemmKernel::tiled, GgmlType::Q6_K, 1024, 256, 512}));  // another bucket
+  CHECK_FALSE(back.find(some_device("another GPU"), {GemmKernel::tiled, GgmlType::Q6_K, 256, 256, 512}));
+
+  const fs::path path = vt::scratch_dir("tuning-roundtrip") / "sub" / TuningCache::kFileName;
+  cache.save(path.string());
+  std::string warning;
+  CHECK(TuningCache::load(path.string(), warning).to_text() == cache.to_text());
+  CHECK(warning.empty());
+  CHECK(TuningCache::load((path.parent_path() / "missing.txt").string(), warning).size() == 0);
+  CHECK(warning.empty());  // no file: an empty cache, no warning
+
+  CHECK(tile_name(GemmKernel::tiled, kDefaultTiledTile) == "64x64x16");
+  CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x64x4x2x64");
+  CHECK(parse_tile(GemmKernel::coopmat, "64x64x2x2") == MatmulTile{64, 64, 2, 2, 32});
+  CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64"));
+  CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x0"));
+  CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x-16"));
+  CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x99999999999"));
+  CHECK(token_bucket(5) == 64);
+  CHECK(token_bucket(65) == 256);
+  CHECK(token_bucket(1024) == 1024);
+  CHECK(token_bucket(1025) == 0);
+  CHECK(tile_candidates(GemmKernel::tiled)[0] == kDefaultTiledTile);
+  CHECK(tile_candidates(GemmKernel::coopmat)[0] == kDefaultCoopmatTile);
+  // Device names that would break the line format are made safe.
+  CHECK(make_device_key(1, 2, 3, {}, "  GPU\nwith\ttabs  ").name == "GPU?with?tabs");
+}
+
+TEST_CASE("tuning cache: corrupt, truncated and hostile files are ignored with one warning") {
+  TuningCache good;
+  good.set(some_device("GPU"), {GemmKernel::tiled, GgmlType::Q4_0, 64, 256, 256}, {{64, 32, 0, 0, 16}, 64, 7, 8});
+  const std::string text = good.to_text();
+  const std::string header = "greta-vk-matmul-tuning 1\n";
+  const std::string device = "device 10de 2330 1 0102030405060708090a0b0c0d0e0f10 GPU\n";
+  const std::vector<std::string> bad = {
+      "",                                                    // empty: no header
+      "garbage\n",                                           // not ours
+      "greta-vk-matmul-tuning 2\n",                          // a future version
+      header + "tiled q4_0 64 256 256 64x32x16 7 8\n",       // an entry before any device
+      header + device + "tiled q4_0 64 256 256 64x32x16 7\n",                      // truncated entry
+      header + device + "tiled q4_0 64 256 256 64x32x16 7 8 9\n",                  // extra field
+      header + device + "tensor q4_0 64 256 256 64x32x16 7 8\n",                   // unknown kernel
+      header + device + "tiled q9_9 64 256 256 64x32x16 7 8\n",                    // unknown type
+      header + device + "tiled q4_0 0 256 256 64x32x16 7 8\n",                     // zero tokens
+      header + device + "tiled q4_0 64 -256 256 64x32x16 7 8\n",                   // negative N
+      header + device + "tiled q4_0 64 99999999999999999999 256 64x32x16 7 8\n",   // N overflows
+      header + device + "tiled q4_0 64 256 256 64x32x4x4x16 7 8\n",                // a coopmat tile for tiled
+      header + device + "tiled q4_0 64 256 256 64x32x0 7 8\n",                     // zero BK
+      header + device + "tiled q4_0 64 256 256 64x32x16 nan 8\n",                  // not a time
+      header + device + "tiled q4_0 64 256 256 64x32x16 1e999 8\n",                // infinite
+      header + "device 10de 2330 1 0102 GPU\n",                                    // short UUID
+      header + "device zz 2330 1 0102030405060708090a0b0c0d0e0f10 GPU\n",          // not hex
+      header + "device 10de 2330 1 0102030405060708090a0b0c0d0e0f10\n",            // no name
+      header + device + "tiled q4_0 64 256 256 64x32x16 7 8" + std::string(1, '\0') + "\n",  // control character
+      header + std::string(2000, 'x') + "\n",                                       // overlong line
+      std::string(2 << 20, '#'),                                                    // over 1 MiB
+  };
+  const fs::path dir = vt::scratch_dir("tuning-corrupt");
+  for (size_t i = 0; i < bad.size(); ++i) {
+    CAPTURE(i);
+    CHECK_THROWS_AS(TuningCache::parse(bad[i]), Error);
+    const fs::path path = dir / ("bad" + std::to_string(i) + ".txt");
+    write_file(path, bad[i]);
+    std::string warning;
+    CHECK(TuningCache::load(path.string(), warning).size() == 0);
+    CHECK(warning.find("ignoring the matmul tuning cache") == 0);
+    CHECK(warning.find('\n') == std::string::npos);
+  }
+  // Every truncation and random byte damage of a good file either parses or is refused with an Error: never a crash.
+  for (size_t n = 0; n <= text.size(); ++n) {
+    try {
+      TuningCache::parse(std::string_view(text).substr(0, n));
+    } catch (const Error&) {
+    }
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 2000; ++i) {
+    std::string damaged = text;
+    for (int k = 0; k < 3; ++k) damaged[rng() % damaged.size()] = char(rng() & 0xff);
+    try {
+      TuningCache::parse(damaged);
+    } catch (const Error&) {
+    }
+  }
+  // A directory where the file should be: ignored too.
+  fs::create_directories(dir / "a-directory");
+  std::string warning;
+  CHECK(TuningCache::load((dir / "a-directory").string(), warning).size() == 0);
+  CHECK_FALSE(warning.empty());
+
+  // The backend starts and computes correctly over a corrupt cache.
+  const fs::path bdir = vt::scratch_dir("tuning-corrupt-backend");
+  write_file(bdir / TuningCache::kFileName, bad[4]);
+  auto vk = backend_in(bdir);
+  const CaseResult r = run_matmul(*vk, GgmlType::Q4_0);
+  CHECK(r.kernels.find("(default)") != std::string::npos);
+  CHECK(r.nmse <= limit_for(r.kernels));
+}
+
+TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles are ignored") {
+  const fs::path dir = vt::scratch_dir("tuning-precedence");
+  const GgmlType type = GgmlType::Q4_0;
+  DeviceKey key;
+  GemmKernel kernel{};
+  MatmulTile cached, from_env;
+  {
+    auto probe = backend_in(dir);
+    key = tuning_device_key(*probe);
+    kernel = automatic_gemm_kernel(*probe, type);
+    cached = other_tile(*probe, kernel);
+    from_env = other_tile(*probe, kernel, cached);
+    CHECK(tuning_cache_path(*probe) == (dir / TuningCache::kFileName).string());
+  }
+  const char* env_name = kernel == GemmKernel::coopmat ? "GRETA_VK_COOPMAT_TILE" : "GRETA_VK_TILED_TILE";
+  vt::ScopedEnv no_env(env_name, nullptr);
+  const MatmulShapeClass shape{kernel, type, token_bucket(67), 101, 96};
+  const std::string kernel_name = cat("matmul_", gemm_kernel_name(kernel), "_q4_0 ");
+  fs::remove(dir / TuningCache::kFileName);  // what an earlier subcase left
+
+  SUBCASE("default without a cache") {
+    auto vk = backend_in(dir);
+    const CaseResult r = run_matmul(*vk, type);
+    CHECK(r.kernels.find(kernel_name + tile_name(kernel, default_tile(kernel)) + " (default)") != std::string::npos);
+    CHECK(r.nmse <= limit_for(r.kernels));
+  }
+  TuningCache cache;
+  cache.set(key, shape, {cached, 67, 1, 2});
+  cache.save((dir / TuningCache::kFileName).string());
+  SUBCASE("the cache's tile, matching the CPU") {
+    auto vk = backend_in(dir);
+    const CaseResult r = run_matmul(*vk, type);
+    CHECK_MESSAGE(r.kernels.find(kernel_name + tile_name(kernel, cached) + " (tuned)") != std::string::npos, r.kernels);
+    CHECK(r.nmse <= limit_for(r.kernels));
+    // Another bucket (300 tokens: <= 1024) keeps the default.
+    uint32_t seed = 9;
+    auto [c, out] = gt::matmul_case(type, 300, 96, seed, 101);
+    auto other = backend_in(dir);
+    auto prepared = c.load_and_prepare(*other);
+    CHECK(describe_kernels(*prepared).find("(default)") != std::string::npos);
+  }
+  SUBCASE("the environment beats the cache") {
+    vt::ScopedEnv env(env_name, tile_name(kernel, from_env).c_str());
+    auto vk = backend_in(dir);
+    const CaseResult r = run_matmul(*vk, type);
+    CHECK(r.kernels.find(tile_name(kernel, from_env) + " (env)") != std::string::npos);
+    CHECK(r.nmse <= limit_for(r.kernels));
+  }
+  SUBCASE("a bad environment value is a one-line error") {
+    vt::ScopedEnv env(env_name, "64x64x3");
+    auto vk = backend_in(dir);
+    CHECK_THROWS_AS(run_matmul(*vk, type), Error);
+  }
+  SUBCASE("set_matmul_config beats everything, then restores the usual choice") {
+    vt::ScopedEnv env(env_name, tile_name(kernel, from_env).c_str());
+    auto vk = backend_in(dir);
+    set_matmul_config(*vk, MatmulConfig{GemmKernel::tiled, {32, 32, 0, 0, 16}});
+    CHECK(run_matmul(*vk, type).kernels.find("matmul_tiled_q4_0 32x32x16 (forced)") != std::string::npos);
+    set_matmul_config(*vk, std::nullopt);
+    engine::OpCase c(67, 67);  // a second plan on the same backend (its weights are loaded): the usual choice again
+    const engine::BufferId x = c.input("x", 67 * 96, 1), y = c.output("y", 67 * 101);
+    c.add("matmul", engine::MatMulOp{x, y, 0, 67, 96, 101});
+    CHECK(describe_kernels(*vk->prepare(c.plan)).find("(env)") != std::string::npos);
+  }
+  SUBCASE("the cache is not read when the option says so") {
+    VkBackendOptions o;
+    o.cache_dir = dir.string();
+    o.tuning_cache = false;
+    auto vk = create_vk_backend(o);
+    CHECK(run_matmul(*vk, type).kernels.find("(default)") != std::string::npos);
+  }
+  SUBCASE("an entry the device cannot run is ignored") {
+    const MatmulTile invalid = kernel == GemmKernel::coopmat ? MatmulTile{1024, 1024, 4, 4, 16}
+                                                             : MatmulTile{1024, 1024, 0, 0, 1024};
+    TuningCache bad;
+    bad.set(key, shape, {invalid, 67, 1, 2});
+    bad.save((dir / TuningCache::kFileName).string());
+    auto vk = backend_in(dir);
+    CHECK_FALSE(matmul_config_valid(*vk, {kernel, invalid}));
+    const CaseResult r = run_matmul(*vk, type);
+    CHECK(r.kernels.find("(default)") != std::string::npos);
+    CHECK(r.nmse <= limit_for(r.kernels));
+  }
+  fs::remove(dir / TuningCache::kFileName);
+}
+
+TEST_CASE("every candidate tile the device can run matches the CPU") {
+  auto vk = backend_in(vt::scratch_dir("tuning-candidates"));
+  std::vector<GemmKernel> kernels = {GemmKernel::tiled};
+  if (automatic_gemm_kernel(*vk, GgmlType::Q4_0) == GemmKernel::coopmat) kernels.push_back(GemmKernel::coopmat);
+  for (GemmKernel kernel : kernels)
+    for (const MatmulTile& tile : tile_candidates(kernel)) {
+      if (!matmul_config_valid(*vk, {kernel, tile})) continue;
+      for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
+        const std::string name =
+            cat(gemm_kernel_name(kernel), " ", tile_name(kernel, tile), " ", model::type_name(type));
+        CAPTURE(name);
+        auto fresh = backend_in(vt::scratch_dir("tuning-candidates"));
+        set_matmul_config(*fresh, MatmulConfig{kernel, tile});
+        uint32_t seed = 11;
+        auto [c, out] = gt::matmul_case(type, 67, 256, seed, 101);
+        cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
+        const auto want = c.run_once(cpu, out);
+        auto prepared = c.load_and_prepare(*fresh);
+        c.run(*fresh, *prepared);
+        const auto got = c.read(*fresh, *prepared, out);
+        CHECK(describe_kernels(*prepared).find(tile_name(kernel, tile) + " (forced)") != std::string::npos);
+        CHECK(gt::nmse(got.data(), want.data(), got.size()) <= (kernel == GemmKernel::coopmat ? 2e-6 : 1e-9));
+        CHECK(validation_messages(*fresh).empty());
+      }
+    }
+}
+
+TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache is replaced") {
+  const fs::path dir = vt::scratch_dir("tuning-cli");
+  fs::remove(dir / TuningCache::kFileName);
+  const std::string model = gt::shared_path("models/synth-llama-d256-q4_0.gguf");
+  const std::vector<std::string> args = {GRETA_VK_CLI, "tune", model, "--batch", "16", "--reps", "2",
+                                         "--max-time", "0.02"};
+  const std::vector<std::string> env = {"GRETA_CACHE_DIR=" + dir.string()};
+
+  const vt::ProcessResult first = vt::run_process(args, env);
+  CAPTURE(first.output);
+  REQUIRE(first.exit_code == 0);
+  CHECK(first.output.find("tuned the prefill matmuls") != std::string::npos);
+  CHECK(first.output.find("| q4_0 256x256 | 16 |") != std::string::npos);  // q, o, gate, up, down
+  CHECK(first.output.find("| q4_0 64x256 | 16 |") != std::string::npos);   // k, v (2 KV heads of 32)
+  std::string warning;
+  const TuningCache cache = TuningCache::load((dir / TuningCache::kFileName).string(), warning);
+  CHECK(warning.empty());
+  CHECK(cache.size() == 2);
+
+  const vt::ProcessResult second = vt::run_process(args, env);
+  CAPTURE(second.output);
+  REQUIRE(second.exit_code == 0);
+  CHECK(second.output.find("skipping") != std::string::npos);
+  CHECK(second.output.find("| cached |") != std::string::npos);
+  CHECK(read_file(dir / TuningCache::kFileName) == cache.to_text());
+
+  write_file(dir / TuningCache::kFileName, "greta-vk-matmul-tuning 1\ndevice nonsense\n");
+  const vt::ProcessResult third = vt::run_process(args, env);
+  CAPTURE(third.output);
+  REQUIRE(third.exit_code == 0);
+  CHECK(third.output.find("warning: ignoring the matmul tuning cache") != std::string::npos);
+  CHECK(third.output.find("tuned the prefill matmuls") != std::string::npos);
+  CHECK(TuningCache::load((dir / TuningCache::kFileName).string(), warning).size() == 2);
+
+  const vt::ProcessResult bad = vt::run_process({GRETA_VK_CLI, "tune", model, "--batch", "4"}, env);
+  CHECK(bad.exit_code == 1);
+  CHECK(bad.output.find("--batch 4: expected token counts of 5..") != std::string::npos);
+}
