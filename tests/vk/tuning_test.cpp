@@ -332,6 +332,26 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   CHECK(second.output.find("| cached |") != std::string::npos);
   CHECK(read_file(dir / TuningCache::kFileName) == cache.to_text());
 
+  // The engine runs the tuned tiles (an 11-token prompt: the <= 64 bucket that --batch 16 filled) and generates what
+  // the CPU reference generates.
+  const std::vector<std::string> run = {GRETA_VK_CLI, "run", model, "-p", "Once upon a time there was a girl", "-n",
+                                        "6", "--temp", "0", "--json", "--backend"};
+  std::vector<std::string> run_vk = run, run_cpu = run;
+  run_vk.push_back("vk");
+  run_cpu.push_back("cpu");
+  std::vector<std::string> log_env = env;
+  log_env.push_back("GRETA_VK_LOG_KERNELS=1");
+  const vt::ProcessResult on_vk = vt::run_process(run_vk, log_env), on_cpu = vt::run_process(run_cpu, env);
+  CAPTURE(on_vk.output);
+  CAPTURE(on_cpu.output);
+  REQUIRE(on_vk.exit_code == 0);
+  REQUIRE(on_cpu.exit_code == 0);
+  CHECK(on_vk.output.find("(tuned)") != std::string::npos);
+  const size_t at = on_cpu.output.find("\"tokens\":[");
+  REQUIRE(at != std::string::npos);
+  const std::string tokens = on_cpu.output.substr(at, on_cpu.output.find(']', at) - at + 1);  // the generated ids
+  CHECK(on_vk.output.find(tokens) != std::string::npos);
+
   write_file(dir / TuningCache::kFileName, "greta-vk-matmul-tuning 1\ndevice nonsense\n");
   const vt::ProcessResult third = vt::run_process(args, env);
   CAPTURE(third.output);

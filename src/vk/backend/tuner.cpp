@@ -106,7 +106,14 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
   for (const MatmulTile& tile : tile_candidates(shape.kernel)) {
     const MatmulConfig config{shape.kernel, tile};
     if (!matmul_config_valid(backend, config)) continue;
-    Measured r = measure(backend, mp, x, config, options);
+    Measured r;
+    try {
+      r = measure(backend, mp, x, config, options);
+    } catch (const Error&) {
+      if (reference.empty()) throw;  // the reference must run
+      ++row.rejected;  // e.g. a pipeline the driver cannot build: not a candidate here
+      continue;
+    }
     if (reference.empty()) {
       for (float v : r.output)
         if (!std::isfinite(v))

@@ -4,7 +4,8 @@
 //   2. every candidate tile of that kernel (tuning.h: tile_candidates) that the device can run is prepared as a
 //      one-op plan (the model's own weight, random activations of `batch` rows) with set_matmul_config;
 //   3. each candidate's output is compared with the default tile's (NMSE limit 1e-9 for the f32 tiled kernel, 2e-6
-//      for f16 operands): a candidate that computes something else is rejected, never timed;
+//      for f16 operands): a candidate that computes something else (or that fails to prepare or run, e.g. a pipeline
+//      the driver cannot build) is rejected, never timed;
 //   4. each candidate runs once more as a warm-up, then up to `reps` times (or until `max_seconds` have passed, at
 //      least twice) with GPU timestamps; its time is the fastest run (noise only ever adds time);
 //   5. the fastest candidate wins, unless the default is within 2 % of it (so repeated runs agree, and the default
@@ -39,7 +40,7 @@ struct TuneRow {
   int64_t m = 0;          // tokens (the batch)
   bool cached = false;    // taken from the cache, not measured in this run
   int candidates = 0;     // candidates timed (valid on the device, output matching the default's)
-  int rejected = 0;       // candidates whose output differed from the default's
+  int rejected = 0;       // candidates whose output differed from the default's, or that failed to prepare or run
   MatmulTile best;
   double best_us = 0;
   double default_us = 0;  // 0: the default tile is not valid on this device
