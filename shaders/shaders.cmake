@@ -43,5 +43,6 @@ foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
   greta_add_shader(matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T})
 endforeach()
 greta_add_shader(attention_combine_f32 attention_combine.comp)
+greta_add_shader(attention_decode_f32 attention_decode.comp)
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.
 greta_add_shader(rope_kv_f32 rope_kv.comp)

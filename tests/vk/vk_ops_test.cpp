@@ -133,8 +133,10 @@ TEST_CASE("vk kv write + attention: prefill and decode, GQA and MQA, head dims 6
   // has it, head dims up to 128), partial query tiles and starts past 0.
   const test::AttentionShape shapes[] = {{7, 0, 8, 2, 64},   {1, 90, 8, 2, 64},  {33, 40, 4, 1, 128},
                                          {1, 200, 4, 4, 40}, {70, 3, 2, 1, 256}, {1, 511, 6, 3, 96},
-                                         {16, 0, 4, 2, 64},  {100, 400, 4, 4, 64}};
+                                         {16, 0, 4, 2, 64},  {100, 400, 4, 4, 64}, {2, 300, 4, 2, 18},
+                                         {3, 500, 8, 8, 128}};
   uint32_t seed = 600;
+  int decode_kernel_cases = 0;
   for (const auto& s : shapes) {
     CAPTURE(s.n_tokens);
     CAPTURE(s.start_pos);
@@ -142,9 +144,17 @@ TEST_CASE("vk kv write + attention: prefill and decode, GQA and MQA, head dims 6
     CAPTURE(s.kv_heads);
     CAPTURE(s.head_dim);
     auto [c, out, k_cache] = test::attention_case(s, seed);
-    compare(c, out, 1e-9);
+    std::string kernels;
+    compare(c, out, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
     compare(c, k_cache, 1e-12);
+    // Decode steps with head dims that are multiples of 4 take attention_decode (split keys); others attention_f32.
+    if (kernels.find("attention_decode_f32") != std::string::npos) {
+      ++decode_kernel_cases;
+      CHECK(s.n_tokens <= 4);
+      CHECK(s.head_dim % 4 == 0);
+    }
   }
+  CHECK(decode_kernel_cases >= 3);
 }
 
 TEST_CASE("vk swiglu, residual add, bias add") {

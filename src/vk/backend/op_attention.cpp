@@ -59,16 +59,35 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     e.note_variant("attention_f32");
     return;
   }
-  const struct { Push base; uint32_t split_keys; } split{push, uint32_t(split_keys)};
+  // attention_decode: subgroups walk keys on their own (see the shader), for head dims it covers.
+  const uint32_t sg = e.info().subgroup_size, decode_local = std::max<uint32_t>(sg, 128);
+  const bool decode_kernel = op.head_dim % 4 == 0 && op.head_dim_v % 4 == 0 && op.head_dim <= 16 * int64_t(sg) &&
+                             op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&
+                             e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0];
+  // Its splits: at most 64, of at least 32 keys (a multiple of the 16 keys its 4 subgroups score per step), so a
+  // 32-head model at context 128 still gets 128 workgroups.
+  const int64_t decode_split = std::max<int64_t>(32, (min_split + 15) / 16 * 16);
+  const int64_t keys_per_split = decode_kernel ? decode_split : split_keys;
+  const int64_t splits = (op.ctx + keys_per_split - 1) / keys_per_split;
+  const struct { Push base; uint32_t split_keys; } split{push, uint32_t(keys_per_split)};
   const BufferSpan partials =
-      e.scratch_buffer(uint64_t(rows) * uint64_t(n_splits) * uint64_t(op.head_dim_v + 2) * 4, "attention partials");
-  e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(n_splits), 1});
+      e.scratch_buffer(uint64_t(rows) * uint64_t(splits) * uint64_t(op.head_dim_v + 2) * 4, "attention partials");
+  if (decode_kernel) {
+    PipelineOptions options;
+    options.full_subgroups = true;
+    if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
+    const auto& d = e.pipeline(ShaderId::attention_decode_f32, {{0, decode_local}}, options);
+    e.dispatch(d, {q, k, v, pos, out, partials}, as_push(split), {rows, uint32_t(splits), 1});
+  } else {
+    e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(splits), 1});
+  }
   e.barrier();
-  const struct { uint32_t rows, n_splits, head_dim_v; } combine{rows, uint32_t(n_splits), push.head_dim_v};
+  const struct { uint32_t rows, n_splits, head_dim_v; } combine{rows, uint32_t(splits), push.head_dim_v};
   const auto& c = e.pipeline(ShaderId::attention_combine_f32, {{0, kElementwiseWorkgroup}});
   e.dispatch(c, {partials, out}, as_push(combine),
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
-  e.note_variant(cat("attention_f32 (", n_splits, " key splits of ", split_keys, ") + attention_combine_f32"));
+  e.note_variant(cat(decode_kernel ? "attention_decode_f32" : "attention_f32", " (", splits, " key splits of ",
+                     keys_per_split, ") + attention_combine_f32"));
 }
 
 }  // namespace greta::vk

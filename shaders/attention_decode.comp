@@ -1,0 +1,116 @@
+#version 450
+// Decode attention (a few tokens, each attending to its whole cache) with the keys split over workgroups: the same
+// contract and partial-result layout as attention.comp's split mode (attention_combine.comp merges the splits), for
+// head dims that are multiples of 4 and at most 16 * the subgroup size (and 256 for V).
+//
+// Layout of the work: workgroup (x, y) = (token t * n_heads + query head h, split y) takes keys
+// [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads). Each
+// subgroup walks its own keys (subgroup s of S takes keys s, s + S, ...), KEYS at a time: lane i holds dims
+// 4i .. 4i + 3 (+ 4 * subgroup size * c) of q, scores each key with one vec4 dot product and a subgroupAdd (a whole
+// key row is one coalesced read by the subgroup), and keeps its own online softmax (running max m, denominator l)
+// and the output dims it owns. No barrier inside the key loop: the subgroups meet once at the end, in shared memory,
+// to merge their (m, l, acc) into the split's partial result.
+// Why: attention.comp gives each invocation one key (a subgroup's loads touch a cache line per key) and reduces
+// every block of keys with ~14 workgroup barriers; on the H100 decode attention was ~17 % of a 7B decode step.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_EXT_control_flow_attributes : require
+layout(local_size_x_id = 0) in;
+layout(binding = 0) readonly buffer Q { vec4 q4[]; };
+layout(binding = 1) readonly buffer K { vec4 k4[]; };
+layout(binding = 2) readonly buffer V { vec4 v4[]; };
+layout(binding = 3) readonly buffer Positions { int positions[]; };
+layout(binding = 4) writeonly buffer Out { float o[]; };  // unused: always split (bound to the partials' owner)
+layout(binding = 5) writeonly buffer Partials { float partials[]; };
+layout(push_constant) uniform Push {
+  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
+} pc;
+
+const uint MAX_C = 4;            // vec4 of q / of the output per lane: head dims up to 16 * the subgroup size
+const uint KEYS = 4;             // keys scored together by a subgroup (independent loads and reductions in flight)
+const uint MAX_SUBGROUPS = 16;   // the host keeps the workgroup within these
+const uint MAX_HEAD_DIM_V = 256;
+shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
+shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
+
+void main() {
+  const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
+  const uint th = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
+  const uint t = th / pc.n_heads, h = th - t * pc.n_heads, g = h / (pc.n_heads / pc.n_kv_heads);
+  const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
+  const uint len = uint(positions[t]) + 1;
+  const uint key_begin = split * pc.split_keys, key_end = min(len, key_begin + pc.split_keys);
+  const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;
+
+  vec4 qv[MAX_C], acc[MAX_C];
+  [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+    const uint d4 = lane + c * sgs;
+    qv[c] = d4 < D4 ? q4[th * D4 + d4] * pc.scale : vec4(0.0);
+    acc[c] = vec4(0.0);
+  }
+  float m = -1.0 / 0.0, l = 0.0;
+  for (uint j0 = key_begin + sg * KEYS; j0 < key_end; j0 += n_sg * KEYS) {
+    float s[KEYS];
+    [[unroll]] for (uint k = 0; k < KEYS; ++k) {
+      const uint j = min(j0 + k, key_end - 1u);  // past the end: score a valid key, then drop it below
+      float part = 0.0;
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+        const uint d4 = lane + c * sgs;
+        if (d4 < D4) part += dot(qv[c], k4[j * k_row4 + g * D4 + d4]);
+      }
+      s[k] = subgroupAdd(part);
+    }
+    float m_new = m;
+    [[unroll]] for (uint k = 0; k < KEYS; ++k)
+      if (j0 + k < key_end) m_new = max(m_new, s[k]);
+    const float corr = exp(m - m_new);  // 0 while m = -inf
+    float p[KEYS];
+    float p_sum = 0.0;
+    [[unroll]] for (uint k = 0; k < KEYS; ++k) {
+      p[k] = j0 + k < key_end ? exp(s[k] - m_new) : 0.0;
+      p_sum += p[k];
+    }
+    l = l * corr + p_sum;
+    m = m_new;
+    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+      const uint d4 = lane + c * sgs;
+      if (d4 >= DV4) continue;
+      vec4 a = acc[c] * corr;
+      [[unroll]] for (uint k = 0; k < KEYS; ++k) {
+        const uint j = min(j0 + k, key_end - 1u);
+        a += p[k] * v4[j * v_row4 + g * DV4 + d4];
+      }
+      acc[c] = a;
+    }
+  }
+
+  // Merge the subgroups: M = max m_s, acc = sum exp(m_s - M) acc_s, l = sum exp(m_s - M) l_s.
+  if (lane == 0) {
+    sg_m[sg] = m;
+    sg_l[sg] = l;
+  }
+  [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+    const uint d4 = lane + c * sgs;
+    if (d4 < DV4) sg_acc[sg * (MAX_HEAD_DIM_V / 4) + d4] = acc[c];
+  }
+  barrier();
+  float big_m = -1.0 / 0.0;
+  for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i]);
+  const uint base = (th * gl_NumWorkGroups.y + split) * (pc.head_dim_v + 2);
+  for (uint d4 = gl_LocalInvocationID.x; d4 < DV4; d4 += gl_WorkGroupSize.x) {
+    vec4 a = vec4(0.0);
+    for (uint i = 0; i < n_sg; ++i)
+      if (sg_m[i] > -1.0 / 0.0) a += exp(sg_m[i] - big_m) * sg_acc[i * (MAX_HEAD_DIM_V / 4) + d4];
+    partials[base + 4 * d4] = a.x;
+    partials[base + 4 * d4 + 1] = a.y;
+    partials[base + 4 * d4 + 2] = a.z;
+    partials[base + 4 * d4 + 3] = a.w;
+  }
+  if (gl_LocalInvocationID.x == 0) {
+    float big_l = 0.0;
+    for (uint i = 0; i < n_sg; ++i)
+      if (sg_m[i] > -1.0 / 0.0) big_l += exp(sg_m[i] - big_m) * sg_l[i];
+    partials[base + pc.head_dim_v] = big_m;  // -inf for a split with no keys
+    partials[base + pc.head_dim_v + 1] = big_l;
+  }
+}
