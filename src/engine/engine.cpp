@@ -132,6 +132,14 @@ void Engine::run_steps(std::span<const TokenId> tokens, bool all_logits, std::ve
     else if (done + n == total)
       backend_->read(plan, plan.plan().logits, (rows - 1) * vocab, std::span<float>(out));
     if (trace_) record_step(plan, n, step_start, step_end, all_logits || done + n == total);
+    if (!plan.op_spans().empty()) {
+      int64_t first = plan.op_spans().front().start_ns, last = plan.op_spans().front().end_ns;
+      for (const PreparedPlan::OpSpan& s : plan.op_spans()) {
+        first = std::min(first, s.start_ns);
+        last = std::max(last, s.end_ns);
+      }
+      timings_.device_s += double(last - first) * 1e-9;
+    }
     plan.op_spans().clear();
     done += n;
   }

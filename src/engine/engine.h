@@ -42,6 +42,9 @@ struct Timings {
   double prefill_s = 0;
   int64_t decode_tokens = 0;
   double decode_s = 0;
+  // While the backend profiles: per step, first op start to last op end on the device, summed (prefill and decode
+  // alike). Wall time minus this is the host's share (submission, waits, read-back) plus idle device time.
+  double device_s = 0;
 
   double prefill_tokens_per_s() const { return prefill_s > 0 ? double(prefill_tokens) / prefill_s : 0; }
   double decode_tokens_per_s() const { return decode_s > 0 ? double(decode_tokens) / decode_s : 0; }

@@ -69,6 +69,7 @@ struct TestResult {
   std::vector<double> samples;  // tokens/s per timed run
   double mean = 0, stddev = 0;
   std::map<std::string, double> op_seconds;  // per op kind, summed over the timed runs (--profile)
+  double device_fraction = 0;                 // device busy time / wall time of the timed runs (--profile)
 };
 
 void summarize(TestResult& r) {
@@ -148,7 +149,9 @@ void print_json(const BenchContext& c, const std::vector<TestResult>& results) {
                 engine::json_quote(c.backend).c_str(), engine::json_quote(c.device).c_str(), r.name.c_str(),
                 static_cast<long long>(r.n_tokens), fixed(r.mean, 3).c_str(), fixed(r.stddev, 3).c_str(), samples.c_str(),
                 r.is_decode ? cat(",\"weights_gbps\":", fixed(weight_gbps(c, r), 3)).c_str() : "",
-                r.op_seconds.empty() ? "" : cat(",\"op_seconds\":{", profile, "}").c_str(),
+                r.op_seconds.empty()
+                    ? ""
+                    : cat(",\"op_seconds\":{", profile, "},\"device_fraction\":", fixed(r.device_fraction, 4)).c_str(),
                 k + 1 < results.size() ? "," : "");
   }
   std::printf("]\n");
@@ -163,6 +166,8 @@ void print_profile(std::FILE* out, const std::vector<TestResult>& results) {
     std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
     std::fprintf(out, "\nprofile %s (per run; backend profiling on, so slightly slower than the table above)\n",
                  r.name.c_str());
+    std::fprintf(out, "device busy (first op start to last op end per step) %s%% of the wall time; host and idle "
+                 "%s%%\n", fixed(100 * r.device_fraction, 1).c_str(), fixed(100 * (1 - r.device_fraction), 1).c_str());
     std::fprintf(out, "| op | ms | share |\n| --- | ---: | ---: |\n");
     for (const auto& [kind, s] : rows)
       std::fprintf(out, "| %s | %s | %s%% |\n", kind.c_str(), fixed(s * 1e3 / double(r.samples.size()), 3).c_str(),
@@ -187,6 +192,8 @@ public:
     else engine_.prefill(tokens);
     const std::vector<int64_t> shapes = step_shapes(decode, n);
     clear_op_seconds(shapes);
+    const double device_before = engine_.timings().device_s;
+    double wall = 0;
     for (int64_t rep = 0; rep < repetitions; ++rep) {
       engine_.reset();
       const auto start = std::chrono::steady_clock::now();
@@ -197,8 +204,12 @@ public:
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       r.samples.push_back(double(n) / std::max(seconds, 1e-9));
+      wall += seconds;
     }
-    if (profile_) collect_op_seconds(shapes, r.op_seconds);
+    if (profile_) {
+      collect_op_seconds(shapes, r.op_seconds);
+      r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
+    }
     summarize(r);
     return r;
   }
