@@ -11,9 +11,11 @@
 
 namespace greta::vk {
 
-// attention_coopmat.comp's shared memory at its largest head dim (128): Q, K, V, S, P, O and the O update.
-constexpr uint32_t kCoopmatAttentionSharedBytes =
-    16 * 128 * 2 + 2 * 32 * 128 * 2 + 16 * 32 * 4 + 16 * 32 * 2 + 2 * 16 * 128 * 4 + 4 * 16 * 4;
+// attention_coopmat.comp's shared memory at its largest head dim (128) with `warps` subgroups: the K and V tiles
+// (f16, 32 keys), then per subgroup S (f32), P (f16), O (f32), the 16 x 16 scratch tile and the row state.
+constexpr uint32_t coopmat_attention_shared_bytes(uint32_t warps) {
+  return 2 * 32 * 128 * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 16 * 128 * 4 + 256 * 4 + 4 * 16 * 4);
+}
 
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   constexpr uint32_t kLocal = 64;  // keys per block; attention.comp covers head_dim_v <= 4 * kLocal
@@ -29,20 +31,26 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                   to_u32(op.head_dim, "head dim"), to_u32(op.head_dim_v, "head dim v"), op.scale};
   const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
-                       e.info().max_shared_memory >= kCoopmatAttentionSharedBytes &&
+                       e.info().max_shared_memory >= coopmat_attention_shared_bytes(1) &&
+                       e.info().subgroup_size >= 32 && e.info().compute_full_subgroups &&
                        shader_available(ShaderId::attention_coopmat_f16);
   if (coopmat) {
     const uint32_t sg = e.info().subgroup_size;
     PipelineOptions options;
     options.full_subgroups = e.info().compute_full_subgroups;
     if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
-    const auto& p = e.pipeline(ShaderId::attention_coopmat_f16, {{0, sg}}, options);
-    const uint64_t groups = uint64_t((op.n_tokens + 15) / 16) * uint64_t(op.n_heads);
+    // Two subgroups share each K/V tile where the shared memory allows (at most 2: Q is staged through the K tile).
+    const uint32_t warps = e.info().max_shared_memory >= coopmat_attention_shared_bytes(2) &&
+                                   2 * sg <= e.info().max_workgroup_invocations
+                               ? 2
+                               : 1;
+    const auto& p = e.pipeline(ShaderId::attention_coopmat_f16, {{0, warps * sg}, {1, warps}}, options);
+    const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
     if (groups > e.info().max_workgroup_count[0]) fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
     e.dispatch(p, {e.buffer(op.q), e.buffer(op.k_cache), e.buffer(op.v_cache), e.buffer(op.positions),
                    e.buffer(op.out)},
                as_push(push), {uint32_t(groups), 1, 1});
-    e.note_variant("attention_coopmat_f16");
+    e.note_variant(cat("attention_coopmat_f16 (", warps, warps == 1 ? " subgroup)" : " subgroups)"));
     return;
   }
   const auto& p = e.pipeline(ShaderId::attention_f32, {{0, kLocal}});
