@@ -29,6 +29,16 @@ void record_compute_barrier(const VolkDeviceTable& fn, VkCommandBuffer command_b
   fn.vkCmdPipelineBarrier(command_buffer, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
+// At the end of every sequence: its results are visible to the host after the fence wait (logits copied into a
+// mapped read-back buffer inside the sequence are read without another submission).
+void record_host_barrier(const VolkDeviceTable& fn, VkCommandBuffer command_buffer) {
+  auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
+  barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  barrier.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+  fn.vkCmdPipelineBarrier(command_buffer, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                          VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+}
+
 }  // namespace
 
 // --- Recorder -------------------------------------------------------------------------------------------------------
@@ -253,6 +263,7 @@ void RecordedSequence::encode(const Recorder& recorder) {
     query += 2;
     labels_.push_back(op.label);
   }
+  record_host_barrier(fn, cb);
   GRETA_VK_CHECK(fn.vkEndCommandBuffer(cb));
 }
 

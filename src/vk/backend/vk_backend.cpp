@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <map>
 #include <optional>
@@ -40,6 +41,10 @@ public:
   std::vector<Buffer> constants;                     // made while encoding (rope frequencies)
   std::vector<std::string> variants;                 // by op index: the kernels the op uses
   MatmulTuning tuning;                               // the prefill matmul tiles as they were at prepare
+  // The logits are copied into this mapped buffer at the end of every recording that runs the plan's last op, so
+  // reading them after a step needs no second submission; fresh while the last step ran the whole plan.
+  std::optional<Buffer> logits_readback;
+  bool logits_fresh = false;
   std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<RecordedSequence>> sequences;  // (begin, end, profile)
 };
 
@@ -170,6 +175,10 @@ public:
       if (b.role == BufferRole::Positions) p->positions = &p->owned.back();
     }
     GRETA_CHECK(p->tokens && p->positions, "plan without step input buffers");
+    if (plan.logits != engine::kNoBuffer)
+      p->logits_readback.emplace(allocator_->create_buffer(
+          std::max<uint64_t>(uint64_t(plan.buffers[size_t(plan.logits)].elems) * 4, 4), MemoryUse::readback,
+          "logits read-back"));
     if (!fresh_persistent.empty()) {  // a new KV cache starts as zeros, never as stale memory
       RecordedSequence clear(*context_, "clear persistent");
       clear.record([&](Recorder& r) {
@@ -206,8 +215,10 @@ public:
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
+    p.logits_fresh = p.logits_readback && range.end == plan.ops.size();
     if (profiling_ && seq.profiling()) {
       for (const DispatchTiming& t : seq.timings()) {
+        if (t.label.empty() || !std::isdigit(static_cast<unsigned char>(t.label[0]))) continue;  // the read-back copy
         const size_t op = std::stoul(t.label);
         if (op >= p.mutable_op_seconds().size()) continue;
         p.mutable_op_seconds()[op] += t.duration_ns() * 1e-9;
@@ -219,12 +230,20 @@ public:
   void read(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) override {
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, dst.size());
-    if (!dst.empty()) transfer_->download(s, dst.data(), dst.size_bytes());
+    if (dst.empty()) return;
+    if (buffer == p.plan().logits && p.logits_fresh) {
+      const uint64_t at = uint64_t(offset) * 4;
+      p.logits_readback->invalidate(at, dst.size_bytes());
+      std::memcpy(dst.data(), static_cast<const std::byte*>(p.logits_readback->mapped()) + at, dst.size_bytes());
+      return;
+    }
+    transfer_->download(s, dst.data(), dst.size_bytes());
   }
 
   void write(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) override {
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, src.size());
+    if (buffer == p.plan().logits) p.logits_fresh = false;
     if (!src.empty()) {
       transfer_->upload(s, src.data(), src.size_bytes());
       context_->queue().wait_all();
@@ -315,6 +334,10 @@ private:
               },
               ops[i].op);
         }
+      }
+      if (p.logits_readback && range.end == ops.size()) {
+        r.barrier();
+        r.copy(p.spans[size_t(p.plan().logits)], p.logits_readback->span(), "logits read-back");
       }
     });
     context_->queue().wait_all();  // constant buffers uploaded while encoding
