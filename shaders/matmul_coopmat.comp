@@ -25,7 +25,11 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+#if defined(X_F16)
+layout(binding = 1) readonly buffer X { uvec2 xh[]; };  // X already f16 (convert_f16.comp): 4 halves per element
+#else
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // K % 4 == 0: every row of X starts on a vec4
+#endif
 layout(binding = 2) buffer Y { float y[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
@@ -75,7 +79,12 @@ uvec4 load_w8(uint n, uint k) {
 uvec4 load_x8(uint m, uint k) {
   if (m >= pc.n_tokens || k >= pc.cols) return uvec4(0);
   const uint at = (m * pc.cols + k) / 4u;
+#if defined(X_F16)
+  const uvec2 lo = xh[at], hi = k + 4u < pc.cols ? xh[at + 1u] : uvec2(0u);
+  return uvec4(lo, hi);
+#else
   return pack8(x4[at], k + 4u < pc.cols ? x4[at + 1u] : vec4(0.0));
+#endif
 }
 
 // Staging item i of this invocation: row (item / G) of the tile, columns 8 * (item % G) .. + 7.

@@ -21,6 +21,7 @@ greta_add_shader(attention_f32 attention.comp)
 greta_add_shader(swiglu_f32 swiglu.comp)
 greta_add_shader(add_inplace_f32 add_inplace.comp)
 greta_add_shader(add_bias_f32 add_bias.comp)
+greta_add_shader(convert_f16 convert_f16.comp)
 
 # Ops that read weights: one variant per weight type, the type chosen by WTYPE_<T> (dequant.glsl). The host maps a
 # GgmlType to these IDs in src/vk/backend/weight_shaders.cpp.
@@ -31,6 +32,7 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   greta_add_shader(matvec_${t} matvec.comp DEFINES WTYPE_${T})
   greta_add_shader(matmul_tiled_${t} matmul_tiled.comp DEFINES WTYPE_${T})
   greta_add_shader(matmul_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} REQUIRES coopmat)
+  greta_add_shader(matmul_coopmat_x16_${t} matmul_coopmat.comp DEFINES WTYPE_${T} X_F16 REQUIRES coopmat)
 endforeach()
 
 # Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).

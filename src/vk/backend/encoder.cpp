@@ -55,4 +55,25 @@ void OpEncoder::note_variant(const std::string& v) {
   *variant_ += variant_->empty() ? v : " + " + v;
 }
 
+BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t elems) {
+  GRETA_CHECK(elems > 0 && elems % 4 == 0, "f16 copy of ", elems, " values");
+  if (f16_of_ == id && f16_elems_ >= elems) return {f16_span_.buffer, f16_span_.offset, elems * 2};
+  if (f16_span_.size < elems * 2) f16_span_ = scratch_buffer(elems * 2, "f16 activations");
+  barrier();  // GEMMs recorded earlier may still read the previous copy
+  const BufferSpan src = buffer(id);
+  GRETA_CHECK(src.size >= elems * 4, "f16 copy past the end of buffer ", id);
+  const uint32_t count4 = to_u32(int64_t(elems / 4), "f16 activations");
+  const auto& p = pipeline(ShaderId::convert_f16, {{0, kElementwiseWorkgroup}});
+  dispatch(p, {BufferSpan{src.buffer, src.offset, elems * 4}, BufferSpan{f16_span_.buffer, f16_span_.offset, elems * 2}},
+           as_push(count4), {groups_for(count4, kElementwiseWorkgroup), 1, 1});
+  barrier();
+  f16_of_ = id;
+  f16_elems_ = elems;
+  return {f16_span_.buffer, f16_span_.offset, elems * 2};
+}
+
+void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
+  if (f16_of_ && std::find(writes.begin(), writes.end(), *f16_of_) != writes.end()) f16_of_.reset();
+}
+
 }  // namespace greta::vk

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -89,12 +90,21 @@ public:
   uint32_t groups_for(uint64_t items, uint32_t local) const;
   // Records which kernel the op used (shown by describe_kernels).
   void note_variant(const std::string& v);
+  // The first `elems` floats of plan buffer `id` as f16 (convert_f16.comp, between two barriers) for the prefill
+  // GEMMs, so their activations are converted once instead of once per weight-column tile. The copy is reused by the
+  // following GEMMs of the same input (Q, K and V; gate and up) until the backend reports a write to it.
+  BufferSpan f16_copy(engine::BufferId id, uint64_t elems);
+  // The plan buffers the op just recorded writes (invalidates f16_copy's copy of them).
+  void note_written(std::span<const engine::BufferId> writes);
 
 private:
   Recorder* recorder_;
   Resources res_;
   std::string label_;
   std::string* variant_ = nullptr;
+  std::optional<engine::BufferId> f16_of_;  // whose f16 copy f16_span_ holds (f16_elems_ values)
+  uint64_t f16_elems_ = 0;
+  BufferSpan f16_span_{};
 };
 
 // Workgroup size of the simple elementwise kernels.
@@ -139,7 +149,7 @@ void encode_add(OpEncoder& e, const engine::AddOp& op);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.
-enum class WeightKernel { embed, matvec, matvec_block, matmul_tiled, matmul_coopmat };
+enum class WeightKernel { embed, matvec, matvec_block, matmul_tiled, matmul_coopmat, matmul_coopmat_x16 };
 ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
 // Whether the family has a variant for the type (matvec_block: the quantized types only).
 bool has_weight_shader(WeightKernel kernel, model::GgmlType type);

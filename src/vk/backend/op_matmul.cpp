@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -87,6 +88,11 @@ struct MatmulPush {
   uint32_t row_bytes, rows, cols, out_row0, out_stride, n_tokens;
 };
 
+bool gemm_f16_activations() {
+  const char* v = std::getenv("GRETA_VK_GEMM_X16");
+  return !(v && std::string_view(v) == "0");
+}
+
 }  // namespace
 
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info) {
@@ -122,6 +128,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   const MatmulTile& tile = chosen.tile;
 
   const BufferSpan in = e.buffer(op.in), out = e.buffer(op.out);
+  std::optional<BufferSpan> x16_input;
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const MatmulPush push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
                           to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
@@ -146,12 +153,16 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
       if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
-      const ShaderId id = weight_shader(WeightKernel::matmul_coopmat, w.type);
+      // Activations as f16 converted once per input (OpEncoder::f16_copy) rather than by every workgroup:
+      // GRETA_VK_GEMM_X16=0 keeps the f32 input for comparisons.
+      const bool x16 = gemm_f16_activations();
+      if (x16 && !x16_input) x16_input = e.f16_copy(op.in, uint64_t(op.n_tokens) * uint64_t(op.in_features));
+      const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
       const auto& p = e.pipeline(id,
                                  {{0, tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
                                   {5, accumulate}, {6, tile.bk}},
                                  options);
-      e.dispatch(p, {weights, in, out}, as_push(push),
+      e.dispatch(p, {weights, x16 ? *x16_input : in, out}, as_push(push),
                  {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
     }

@@ -334,6 +334,7 @@ private:
               },
               ops[i].op);
         }
+        e.note_written(rec.writes);
       }
       if (p.logits_readback && range.end == ops.size()) {
         r.barrier();
