@@ -210,7 +210,8 @@ TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles
   const char* env_name = kernel == GemmKernel::coopmat ? "GRETA_VK_COOPMAT_TILE" : "GRETA_VK_TILED_TILE";
   vt::ScopedEnv no_env(env_name, nullptr);
   const MatmulShapeClass shape{kernel, type, token_bucket(67), 101, 96};
-  const std::string kernel_name = cat("matmul_", gemm_kernel_name(kernel), "_q4_0 ");
+  // The coopmat GEMM reads f16 activations (matmul_coopmat_x16_<type>, op_matmul.cpp).
+  const std::string kernel_name = kernel == GemmKernel::coopmat ? "matmul_coopmat_x16_q4_0 " : "matmul_tiled_q4_0 ";
   fs::remove(dir / TuningCache::kFileName);  // what an earlier subcase left
 
   SUBCASE("default without a cache") {
