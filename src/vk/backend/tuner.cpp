@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
@@ -52,6 +53,33 @@ MatmulPlan matmul_plan(engine::WeightId weight, int64_t m, int64_t n, int64_t k)
   return p;
 }
 
+// Evicts the GPU's last-level cache between timed runs: x += y over two 64 MiB buffers (more than any current L2).
+// Without it a weight that fits the L2 (a 4096 x 4096 Q4_0 matrix is 9 MB) is served from it on every repeated run,
+// which the forward pass, streaming every weight once per step, never sees; tiles then win for the wrong reason.
+class CacheFlush {
+public:
+  explicit CacheFlush(engine::Backend& backend) : backend_(backend) {
+    constexpr int64_t kElems = int64_t(16) << 20;  // floats per buffer
+    engine::Plan plan;
+    plan.shape = {1, 1, false};
+    plan.tokens = plan.add_buffer("tokens", engine::ElemType::I32, engine::BufferRole::Tokens, 1);
+    plan.positions = plan.add_buffer("positions", engine::ElemType::I32, engine::BufferRole::Positions, 1);
+    const engine::BufferId a = plan.add_buffer("flush a", engine::ElemType::F32, engine::BufferRole::Scratch, kElems);
+    const engine::BufferId b = plan.add_buffer("flush b", engine::ElemType::F32, engine::BufferRole::Scratch, kElems);
+    plan.ops.push_back({"l2 flush", -1, engine::AddOp{a, b, kElems}});
+    prepared_ = backend.prepare(plan);
+  }
+  void run() {
+    const int32_t token = 0;
+    backend_.execute(*prepared_, engine::StepInput{std::span<const int32_t>(&token, 1), 0});
+    prepared_->op_spans().clear();
+  }
+
+private:
+  engine::Backend& backend_;
+  std::unique_ptr<engine::PreparedPlan> prepared_;
+};
+
 struct Measured {
   double us = 0;              // fastest timed run
   std::vector<float> output;  // of the first run
@@ -59,7 +87,7 @@ struct Measured {
 
 // Prepares `mp` with `config`, runs it once (the output, and the warm-up), then times it.
 Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vector<float>& x,
-                 const MatmulConfig& config, const TuneOptions& options) {
+                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush) {
   set_matmul_config(backend, config);
   auto prepared = backend.prepare(mp.plan);
   set_matmul_config(backend, std::nullopt);
@@ -76,6 +104,7 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
   for (int run = 0; run < std::max(options.reps, 2); ++run) {
     auto& seconds = prepared->mutable_op_seconds();
     std::fill(seconds.begin(), seconds.end(), 0.0);
+    if (flush) flush->run();
     backend.execute(*prepared, step);
     prepared->op_spans().clear();
     best = std::min(best, seconds[0]);
@@ -89,7 +118,7 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
 
 // Times every valid candidate of `shape` and returns the row (with `best` the winner).
 TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const MatmulShapeClass& shape, int64_t m,
-                 const TuneOptions& options) {
+                 const TuneOptions& options, CacheFlush* flush) {
   TuneRow row;
   row.shape = shape;
   row.m = m;
@@ -108,7 +137,7 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
     if (!matmul_config_valid(backend, config)) continue;
     Measured r;
     try {
-      r = measure(backend, mp, x, config, options);
+      r = measure(backend, mp, x, config, options, flush);
     } catch (const Error&) {
       if (reference.empty()) throw;  // the reference must run
       ++row.rejected;  // e.g. a pipeline the driver cannot build: not a candidate here
@@ -202,10 +231,13 @@ TuneReport tune_matmuls(std::span<const engine::WeightDesc> weights, const TuneO
   }
 
   backend->load_weights(to_load);
+  // GPUs: flush the last-level cache before each timed run (CacheFlush); a CPU device (lavapipe) has none to speak of.
+  std::optional<CacheFlush> flush;
+  if (!runs_on_cpu_device(*backend)) flush.emplace(*backend);
   backend->set_profiling(true);
   for (const auto& [s, i] : to_tune) {
     if (options.progress) options.progress(cat("tuning ", describe(s), " at ", options.batch, " tokens"));
-    TuneRow row = tune_one(*backend, engine::WeightId(i), s, options.batch, options);
+    TuneRow row = tune_one(*backend, engine::WeightId(i), s, options.batch, options, flush ? &*flush : nullptr);
     row.weight = to_load[i].name;
     cache.set(device, s, TunedEntry{row.best, row.m, row.best_us, row.default_us});
     report.rows.push_back(row);

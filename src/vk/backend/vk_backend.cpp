@@ -94,6 +94,7 @@ public:
   }
 
   const DeviceKey& device_key() const { return device_key_; }
+  bool cpu_device() const { return context_->info().type == VK_PHYSICAL_DEVICE_TYPE_CPU; }
   const std::string& tuning_path() const { return tuning_path_; }
   void set_matmul_config(std::optional<MatmulConfig> config) { forced_matmul_ = config; }
   bool matmul_config_valid(const MatmulConfig& c) const {
@@ -408,6 +409,8 @@ GemmKernel automatic_gemm_kernel(const engine::Backend& backend, model::GgmlType
 }
 
 DeviceKey tuning_device_key(const engine::Backend& backend) { return as_vk(backend, "tuning_device_key").device_key(); }
+
+bool runs_on_cpu_device(const engine::Backend& backend) { return as_vk(backend, "runs_on_cpu_device").cpu_device(); }
 
 std::string tuning_cache_path(const engine::Backend& backend) {
   return as_vk(backend, "tuning_cache_path").tuning_path();

@@ -73,5 +73,7 @@ bool matmul_config_valid(const engine::Backend& backend, const MatmulConfig& con
 GemmKernel automatic_gemm_kernel(const engine::Backend& backend, model::GgmlType type);
 // The backend's device as the tuning cache names it, and the cache file it reads ("" when nothing is persisted).
 DeviceKey tuning_device_key(const engine::Backend& backend);
+// Whether the backend's device is a CPU implementation (lavapipe): no cache to flush, timings only indicative.
+bool runs_on_cpu_device(const engine::Backend& backend);
 std::string tuning_cache_path(const engine::Backend& backend);
 }  // namespace greta::vk
