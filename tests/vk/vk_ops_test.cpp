@@ -20,6 +20,7 @@
 #include "engine/plan.h"
 #include "model/quants.h"
 #include "test_util.h"
+#include "vk_test_util.h"
 #include "vk/backend/vk_backend.h"
 
 using namespace greta;
@@ -239,6 +240,7 @@ TEST_CASE("vk decode fusion: rmsnorm inside the matvecs that read it (every weig
 }
 
 TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual add), kept or not") {
+  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");  // swiglu fusion is off by default (VkBackendOptions)
   uint32_t seed = 1000;
   for (GgmlType type : test::k_all_weight_types)
     for (int64_t ffn : test::matmul_row_lengths(type))

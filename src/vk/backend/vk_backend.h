@@ -37,9 +37,10 @@ struct VkBackendOptions {
   // Load greta-vk tune's tiles for this device from <cache dir>/vk-matmul-tuning.txt (tuning.h). A corrupt file or
   // entries the device cannot run are ignored with a warning.
   bool tuning_cache = true;
-  // Fusions (backend/fusion.h: kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseSwiglu); GRETA_VK_FUSE=all|none|LIST
-  // overrides it, for measurements.
-  unsigned fusions = ~0u;  // all
+  // Fusions (backend/fusion.h: kFuseResidual 1 | kFuseNorm 2 | kFuseRopeKv 4 | kFuseSwiglu 8); GRETA_VK_FUSE=
+  // all|none|LIST overrides it, for measurements. The swiglu fusion is off by default: on the H100 it made decode
+  // slower (every down-projection workgroup recomputes silu over the whole row; docs/benchmarks.md).
+  unsigned fusions = 1u | 2u | 4u;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
