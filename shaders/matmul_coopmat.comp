@@ -70,6 +70,27 @@ uvec4 load_w8(uint n, uint k) {
   const uint b = row + 2u * k;  // already f16: copy the words
   return uvec4(read_u32_unaligned(b), read_u32_unaligned(b + 4u),
                k + 4u < pc.cols ? read_u32_unaligned(b + 8u) : 0u, k + 4u < pc.cols ? read_u32_unaligned(b + 12u) : 0u);
+#elif defined(WTYPE_Q4_K)
+  // k % 8 == 0, so the 8 elements share one 32-element sub-block: its 6-bit scale and min are decoded once and the
+  // codes come from 2 words (144-byte super-blocks keep rows word-aligned), where two dequant4 calls read the block
+  // header, scale bytes and codes twice. Same expression as dequant.glsl: w = (d * sc) * q - dmin * mn.
+  const uint blk = (row >> 2) + (k >> 8) * 36u, j = k & 255u, s = j >> 5;
+  const vec2 dm = unpackHalf2x16(weight_words[blk]);
+  const uint w1 = weight_words[blk + 1u], w2 = weight_words[blk + 2u], w3 = weight_words[blk + 3u];  // scales[12]
+  uint sc, mn;
+  if (s < 4u) {
+    sc = (w1 >> (8u * s)) & 63u;  // scales[s]
+    mn = (w2 >> (8u * s)) & 63u;  // scales[s + 4]
+  } else {
+    const uint t = 8u * (s - 4u), packed = (w3 >> t) & 0xFFu;  // scales[s + 4]
+    sc = (packed & 0x0Fu) | (((w1 >> (t + 6u)) & 3u) << 4);     // high bits from scales[s - 4]
+    mn = (packed >> 4) | (((w2 >> (t + 6u)) & 3u) << 4);        // high bits from scales[s]
+  }
+  const uint q0 = blk + 4u + 8u * (j >> 6) + ((j & 31u) >> 2), shift = (j & 32u) >> 3;
+  const uvec4 lo = dq_bytes(weight_words[q0] >> shift) & 0x0Fu, hi = dq_bytes(weight_words[q0 + 1u] >> shift) & 0x0Fu;
+  precise const float d1 = dm.x * float(sc), m1 = dm.y * float(mn);
+  precise const vec4 a = d1 * vec4(lo) - m1, b = d1 * vec4(hi) - m1;
+  return pack8(a, b);
 #else
   return pack8(dequant4(row, k), k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
 #endif
