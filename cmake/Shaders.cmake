@@ -1,6 +1,6 @@
 # GLSL compute shaders -> SPIR-V at build time -> embedded in the binary -> looked up by a generated typed ID.
 #
-#   greta_add_shader(NAME SOURCE [DEFINES D1=V ...] [REQUIRES coopmat])
+#   greta_add_shader(NAME SOURCE [DEFINES D1=V ...] [REQUIRES coopmat|intdot])
 #
 # Each call makes one variant: shaders/SOURCE compiled with the given #defines (types and extensions only; tile and
 # workgroup sizes are specialization constants chosen at pipeline creation). All variants end up in
@@ -37,6 +37,17 @@ else()
 endif()
 message(STATUS "cooperative-matrix shaders: ${GRETA_HAVE_COOPMAT_SHADERS} (spirv-val validates them: ${GRETA_SPIRV_VAL_KNOWS_COOPMAT})")
 
+# --- configure-time probe: GL_EXT_integer_dot_product (the int8 decode matvecs, REQUIRES intdot) ------------------
+execute_process(COMMAND "${GRETA_GLSLANG}" -V --target-env ${GRETA_SPIRV_ENV} -o "${CMAKE_BINARY_DIR}/probe_intdot.spv"
+                        "${CMAKE_SOURCE_DIR}/cmake/probe_intdot.comp"
+                RESULT_VARIABLE _intdot_rc OUTPUT_QUIET ERROR_QUIET)
+if(_intdot_rc EQUAL 0)
+  set(GRETA_HAVE_INTDOT_SHADERS ON)
+else()
+  set(GRETA_HAVE_INTDOT_SHADERS OFF)
+endif()
+message(STATUS "integer-dot-product shaders: ${GRETA_HAVE_INTDOT_SHADERS}")
+
 set_property(GLOBAL PROPERTY GRETA_SHADER_NAMES "")
 set_property(GLOBAL PROPERTY GRETA_SHADER_SPVS "")
 
@@ -51,6 +62,9 @@ function(greta_add_shader name source)
     elseif(NOT GRETA_SPIRV_VAL_KNOWS_COOPMAT)
       set(validate "")
     endif()
+  endif()
+  if("intdot" IN_LIST S_REQUIRES AND NOT GRETA_HAVE_INTDOT_SHADERS)
+    set(enabled OFF)
   endif()
   set_property(GLOBAL APPEND PROPERTY GRETA_SHADER_NAMES "${name}")
   if(NOT enabled)

@@ -18,20 +18,36 @@
 // Results equal the reference's f32 dot products up to rounding (sums taken in another order, scales applied per
 // block or sub-block); tests/vk/vk_ops_test.cpp holds them to NMSE <= 1e-9.
 //
-// Fused input (spec constant 3, INPUT), as in matvec.comp: IN_RMSNORM reads the un-normalized row x_row0 + t and the
+// Two activation forms, one kernel body (the per-type code below is written once against MvAct / mv_dot):
+//   f32 (default)  x4[] holds the token rows as f32; codes become floats through the 2^23 trick above.
+//   X_Q8           the input was quantized by quantize_q8.comp: per token row, cols / 4 words of int8 codes (4 per
+//                  word, element order) then cols / 32 f32 scales, one per 32-element block (x = d * code). Per
+//                  4 codes a slot takes one integer dot product (dotPacked4x8EXT, GL_EXT_integer_dot_product) and
+//                  the code sum (for the offsets and mins), converts once and multiplies by the block's scale:
+//                  about a quarter of the f32 form's instructions per weight byte, which is what bounds the f32
+//                  form (docs/benchmarks.md). Results equal the f32 form's on the quantized input, up to rounding.
+//
+// Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
 // product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
+#if defined(X_Q8)
+#extension GL_EXT_integer_dot_product : require
+#endif
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
 layout(constant_id = 3) const uint INPUT = IN_PLAIN;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+#if defined(X_Q8)
+layout(binding = 1) readonly buffer X { uint xq[]; };  // quantize_q8.comp's rows: codes, then scales
+#else
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
+#endif
 layout(binding = 2) buffer Y { float y[]; };
 layout(binding = 3) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else unused
 layout(push_constant) uniform Push {
@@ -46,6 +62,7 @@ const uint MAX_SUBGROUPS = 64;
 shared float partial[MAX_ROWS * MAX_SUBGROUPS];
 shared float partial_ss[MAX_SUBGROUPS];  // IN_RMSNORM: the sum of squares per subgroup
 
+#if !defined(X_Q8)
 // The activations at vec4 index i of the row whose first vec4 is x4_base; IN_RMSNORM adds their squares to ss.
 vec4 mv_activation(uint x4_base, uint i, inout float ss) {
   const vec4 v = x4[x4_base + i];
@@ -56,6 +73,7 @@ vec4 mv_activation(uint x4_base, uint i, inout float ss) {
   if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux4[x4_base + i];
   return v;
 }
+#endif
 
 // ---- helpers ---------------------------------------------------------------------------------------------------------
 
@@ -91,48 +109,89 @@ uint mv_byte(uvec2 v, uint n) { return (v[n >> 2] >> (8u * (n & 3u))) & 0xFFu; }
 
 float mv_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 
-// ---- per type ----------------------------------------------------------------------------------------------------
+// ---- slot layout and activations -----------------------------------------------------------------------------------
 //   MV_SLOT_SHIFT                       log2(elements per slot)
-//   MV_NX                               vec4 of activations per slot
-//   uint mv_x4(s, j)                    x4 index (within the token's row) of slot s's j-th vec4
-//   vec4 mv_xsum(xs)                    the sums of x that the type's mins multiply (once per slot, shared by rows)
-//   float mv_slot_dot(row_byte, s, xs, xsum)   dot(slot s of the row at byte row_byte, the slot's activations)
-
+//   MV_NX                               4-element groups of activations per slot (a vec4 in x4, a code word in xq)
+//   uint mv_x4(s, j)                    index (within the token's row, in 4-element groups) of slot s's j-th group
 #if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q8_0)
-// Legacy 32-element blocks: slot s = quarter k = s % 4 of block u = s / 4; xs[0] = elements 4k..4k+3 of the block,
-// xs[1] = elements 16 + 4k .. 16 + 4k + 3 (for the 4-bit types the low and high nibbles of code word k).
+// Legacy 32-element blocks: slot s = quarter k = s % 4 of block u = s / 4; group 0 = elements 4k..4k+3 of the block,
+// group 1 = elements 16 + 4k .. 16 + 4k + 3 (for the 4-bit types the low and high nibbles of code word k).
+#define MV_LEGACY
 #define MV_SLOT_SHIFT 3u
 #define MV_NX 2
 uint mv_x4(uint s, uint j) { return 8u * (s >> 2) + (s & 3u) + 4u * j; }
-#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
-vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0] + xs[1]), 0.0, 0.0, 0.0); }
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
+// Slot s of super-block s / 16: chunk c = (s / 4) % 4 (64 elements, sub-blocks 2c and 2c + 1 as the low and high
+// nibbles of qs[32c ..][32]), k = s % 4: code words k and k + 4 of the chunk. Groups = elements
+// 64c + 4k + (0, 16, 32, 48) .. + 3: word k lo, word k+4 lo, word k hi, word k+4 hi.
+#define MV_SLOT_SHIFT 4u
+#define MV_NX 4
+uint mv_x4(uint s, uint j) { return 16u * (s >> 2) + (s & 3u) + 4u * j; }
+#elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
+// 2-bit interleaving (quant_blocks.h): slot s of super-block s / 16: half h = (s / 8) % 2, n = s % 8: elements
+// 128h + 32R + 4n .. + 3 for the runs R = 0..3, all in the code bytes 4n..4n+3 of the half (at shifts 2R for the
+// 2-bit fields); group R holds run R. Sub-block of run R: 8h + 2R + n / 4.
+#define MV_SLOT_SHIFT 4u
+#define MV_NX 4
+uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
 #else
-vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(0.0); }
+#error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
+#endif
+
+// A slot's activations, and the two things the per-type code does with them:
+//   float mv_dot(codes, bias, a, j)   sum over the 4 bytes b_i of `codes` (each < 128) of (b_i - bias) * group j
+//   float mv_xsum_group(a, j)         the sum of group j (what mins and offsets multiply)
+#if defined(X_Q8)
+struct MvAct {
+  uint q[MV_NX];   // 4 int8 codes per group
+  float d[MV_NX];  // the group's block scale
+  int s[MV_NX];    // the sum of the group's 4 codes
+};
+float mv_dot(uint codes, float bias, const MvAct a, uint j) {
+  return a.d[j] * float(dotPacked4x8EXT(int(codes), int(a.q[j])) - int(bias) * a.s[j]);
+}
+float mv_xsum_group(const MvAct a, uint j) { return a.d[j] * float(a.s[j]); }
+#else
+struct MvAct {
+  vec4 v[MV_NX];
+};
+float mv_dot(uint codes, float bias, const MvAct a, uint j) { return dot(mv_bytes(codes, bias), a.v[j]); }
+float mv_xsum_group(const MvAct a, uint j) { return mv_sum(a.v[j]); }
+#endif
+
+// ---- per type ----------------------------------------------------------------------------------------------------
+//   vec4 mv_xsum(a)                     the sums of x that the type's mins multiply (once per slot, shared by rows)
+//   float mv_slot_dot(row_byte, s, a, xsum)   dot(slot s of the row at byte row_byte, the slot's activations a)
+
+#if defined(MV_LEGACY)
+#if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+vec4 mv_xsum(const MvAct a) { return vec4(mv_xsum_group(a, 0) + mv_xsum_group(a, 1), 0.0, 0.0, 0.0); }
+#else
+vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 #endif
 
 #if defined(WTYPE_Q4_0)
 // 18 bytes: f16 d | qs[16].                                                                  w = (q - 8) * d
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint b = row_byte + 18u * (s >> 2);
   const uint q = mv_load4(b + 2u + 4u * (s & 3u));
-  return mv_f16(b) * (dot(mv_bytes(q & 0x0F0F0F0Fu, 8.0), xs[0]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 8.0), xs[1]));
+  return mv_f16(b) * (mv_dot(q & 0x0F0F0F0Fu, 8.0, a, 0) + mv_dot((q >> 4) & 0x0F0F0F0Fu, 8.0, a, 1));
 }
 
 #elif defined(WTYPE_Q4_1)
 // 20 bytes (rows are whole words, so blocks are word-aligned): f16 d, f16 m | qs[16].       w = q * d + m
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint w = (row_byte + 20u * (s >> 2)) >> 2;
   const vec2 dm = unpackHalf2x16(weight_words[w]);
   const uint q = weight_words[w + 1u + (s & 3u)];
-  return dm.x * (dot(mv_bytes(q & 0x0F0F0F0Fu, 0.0), xs[0]) + dot(mv_bytes((q >> 4) & 0x0F0F0F0Fu, 0.0), xs[1])) +
-         dm.y * xsum.x;
+  return dm.x * (mv_dot(q & 0x0F0F0F0Fu, 0.0, a, 0) + mv_dot((q >> 4) & 0x0F0F0F0Fu, 0.0, a, 1)) + dm.y * xsum.x;
 }
 
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
 // Q5_0, 22 bytes: f16 d | qh (u32) | qs[16].                                                  w = (q - 16) * d
 // Q5_1, 24 bytes (word-aligned): f16 d, f16 m | qh | qs[16].                                  w = q * d + m
 // Fifth bit of element j: bit j of qh.
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint k = s & 3u;
 #if defined(WTYPE_Q5_0)
   const uint b = row_byte + 22u * (s >> 2);
@@ -145,7 +204,7 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 #endif
   const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
   const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-  const float dot_q = dot(mv_bytes(lo, bias), xs[0]) + dot(mv_bytes(hi, bias), xs[1]);
+  const float dot_q = mv_dot(lo, bias, a, 0) + mv_dot(hi, bias, a, 1);
 #if defined(WTYPE_Q5_0)
   return mv_f16(b) * dot_q;
 #else
@@ -156,22 +215,27 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 
 #elif defined(WTYPE_Q8_0)
 // 34 bytes: f16 d | int8 qs[32]; quarter k holds code words k and k + 4.                     w = qs * d
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint b = row_byte + 34u * (s >> 2), qb = b + 2u + 4u * (s & 3u);
-  const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;  // int8 + 128
-  return mv_f16(b) * (dot(mv_bytes(q0, 128.0), xs[0]) + dot(mv_bytes(q1, 128.0), xs[1]));
+#if defined(X_Q8)
+  // Signed codes straight into the signed integer dot product.
+  const uint q0 = mv_load4(qb), q1 = mv_load4(qb + 16u);
+  const float bias = 0.0;
+#else
+  // int8 + 128: bytes 0..255 for the 2^23 trick.
+  const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;
+  const float bias = 128.0;
+#endif
+  return mv_f16(b) * (mv_dot(q0, bias, a, 0) + mv_dot(q1, bias, a, 1));
 }
 #endif
 
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 // Q4_K (144 bytes): f16 d, f16 dmin | scales[12] | qs[128].        Q5_K (176 bytes): ... | scales[12] | qh[32] | qs[128].
-// Word-aligned (rows are whole words). Slot s of super-block s / 16: chunk c = (s / 4) % 4 (64 elements, sub-blocks
-// 2c and 2c + 1 as the low and high nibbles of qs[32c ..][32]), k = s % 4: code words k and k + 4 of the chunk.
-// xs = elements 64c + 4k + (0, 16, 32, 48) .. + 3: word k lo, word k+4 lo, word k hi, word k+4 hi.
-#define MV_SLOT_SHIFT 4u
-#define MV_NX 4
-uint mv_x4(uint s, uint j) { return 16u * (s >> 2) + (s & 3u) + 4u * j; }
-vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0] + xs[1]), mv_sum(xs[2] + xs[3]), 0.0, 0.0); }
+// Word-aligned (rows are whole words).
+vec4 mv_xsum(const MvAct a) {
+  return vec4(mv_xsum_group(a, 0) + mv_xsum_group(a, 1), mv_xsum_group(a, 2) + mv_xsum_group(a, 3), 0.0, 0.0);
+}
 #if defined(WTYPE_Q4_K)
 #define MV_BLOCK_WORDS 36u
 #define MV_QS_WORD 4u
@@ -179,7 +243,7 @@ vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0] + xs[1]), mv_sum(x
 #define MV_BLOCK_WORDS 44u
 #define MV_QS_WORD 12u
 #endif
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint c = (s >> 2) & 3u, k = s & 3u;
   const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (s >> 4);
   const vec2 dm = unpackHalf2x16(weight_words[w]);
@@ -198,28 +262,24 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
   lo0 |= (h0 & 0x01010101u) << 4, lo1 |= (h1 & 0x01010101u) << 4;
   hi0 |= (h0 & 0x02020202u) << 3, hi1 |= (h1 & 0x02020202u) << 3;
 #endif
-  const float a = dot(mv_bytes(lo0, 0.0), xs[0]) + dot(mv_bytes(lo1, 0.0), xs[1]);
-  const float b = dot(mv_bytes(hi0, 0.0), xs[2]) + dot(mv_bytes(hi1, 0.0), xs[3]);
-  return (dm.x * mv_float(sc2 & 0xFFu)) * a - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
-         (dm.x * mv_float(sc2 >> 8)) * b - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
+  const float lo = mv_dot(lo0, 0.0, a, 0) + mv_dot(lo1, 0.0, a, 1);
+  const float hi = mv_dot(hi0, 0.0, a, 2) + mv_dot(hi1, 0.0, a, 3);
+  return (dm.x * mv_float(sc2 & 0xFFu)) * lo - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
+         (dm.x * mv_float(sc2 >> 8)) * hi - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
 }
 
-#elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
-// 2-bit interleaving (quant_blocks.h): slot s of super-block s / 16: half h = (s / 8) % 2, n = s % 8: elements
-// 128h + 32R + 4n .. + 3 for the runs R = 0..3, all in the code bytes 4n..4n+3 of the half (at shifts 2R for the
-// 2-bit fields); xs[R] holds run R. Sub-block of run R: 8h + 2R + n / 4.
-#define MV_SLOT_SHIFT 4u
-#define MV_NX 4
-uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
+#else  // Q2_K, Q3_K, Q6_K
 #if defined(WTYPE_Q2_K)
-vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(mv_sum(xs[0]), mv_sum(xs[1]), mv_sum(xs[2]), mv_sum(xs[3])); }
+vec4 mv_xsum(const MvAct a) {
+  return vec4(mv_xsum_group(a, 0), mv_xsum_group(a, 1), mv_xsum_group(a, 2), mv_xsum_group(a, 3));
+}
 #else
-vec4 mv_xsum(const vec4 xs[MV_NX]) { return vec4(0.0); }
+vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 #endif
 
 #if defined(WTYPE_Q2_K)
 // 84 bytes, word-aligned: scales[16] (lo: scale, hi: min) | qs[64] | f16 d | f16 dmin.      w = (d * sc) * q - dmin * mn
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint w = (row_byte >> 2) + 21u * (s >> 4);
   const vec2 dm = unpackHalf2x16(weight_words[w + 20u]);
@@ -228,7 +288,7 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
   float r = 0.0;
   for (uint R = 0; R < 4u; ++R) {
     const uint sm = mv_byte(sw, 2u * R + (n >> 2));
-    r += (dm.x * mv_float(sm & 0x0Fu)) * dot(mv_bytes((q >> (2u * R)) & 0x03030303u, 0.0), xs[R]) -
+    r += (dm.x * mv_float(sm & 0x0Fu)) * mv_dot((q >> (2u * R)) & 0x03030303u, 0.0, a, R) -
          (dm.y * mv_float(sm >> 4)) * xsum[R];
   }
   return r;
@@ -238,7 +298,7 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 // 110 bytes (start at byte 0 or 2 of a word): hmask[32] | qs[64] | scales[12] | f16 d. Stored code v = low 2 bits |
 // hmask bit << 2, q = v - 4; 6-bit scale code of sub-block 8h + m: low nibble h of scales[m], high bits
 // 2 * (2h + m / 4) of scales[8 + m % 4]; sc = code - 32.                                      w = (d * sc) * q
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint b = row_byte + 110u * (s >> 4);
   const uint hm = mv_load4(b + 4u * n) >> (4u * h);  // bit R of each byte: run R's high bit
@@ -251,7 +311,7 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
     const uint m = 2u * R + (n >> 2);
     const uint code = ((mv_byte(sl, m) >> (4u * h)) & 0x0Fu) | (((shi >> (8u * (m & 3u) + 4u * h + 2u * (R >> 1))) & 3u) << 4);
     const uint v = ((q >> (2u * R)) & 0x03030303u) | (((hm >> R) & 0x01010101u) << 2);
-    r += (d * (mv_float(code) - 32.0)) * dot(mv_bytes(v, 4.0), xs[R]);
+    r += (d * (mv_float(code) - 32.0)) * mv_dot(v, 4.0, a, R);
   }
   return r;
 }
@@ -259,7 +319,7 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 #elif defined(WTYPE_Q6_K)
 // 210 bytes (start at byte 0 or 2 of a word): ql[128] | qh[64] | int8 scales[16] | f16 d. Run R: low nibble R / 2
 // of ql[64h + 32(R % 2) + l], high bits 2R of qh[32h + l], q = code - 32.                     w = (d * sc) * q
-float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint b = row_byte + 210u * (s >> 4);
   const uint ql0 = mv_load4(b + 64u * h + 4u * n), ql1 = mv_load4(b + 64u * h + 32u + 4u * n);
@@ -271,19 +331,16 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
     const uint lo = (((R & 1u) == 0u ? ql0 : ql1) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
     const uint v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
     const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 2))), 0, 8);
-    r += (d * float(sc)) * dot(mv_bytes(v, 32.0), xs[R]);
+    r += (d * float(sc)) * mv_dot(v, 32.0, a, R);
   }
   return r;
 }
 #endif
-
-#else
-#error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
 #endif
 
 // Per-row partial sums are named variables (acc0..acc7, guarded by spec-constant conditions) rather than an array
 // indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp).
-#define ROW_DOT(r) if (r < ROWS) acc##r += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, xs, xsum);
+#define ROW_DOT(r) if (r < ROWS) acc##r += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, a, xsum);
 #define ROW_REDUCE(r)                                                      \
   if (r < ROWS) {                                                          \
     const float v = subgroupAdd(acc##r);                                   \
@@ -293,7 +350,12 @@ float mv_slot_dot(uint row_byte, uint s, const vec4 xs[MV_NX], vec4 xsum) {
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
+#if defined(X_Q8)
+  const uint xq_base = (pc.x_row0 + t) * (pc.cols >> 5) * 9u;  // a row: cols / 4 code words, cols / 32 scales
+  const uint xd_base = xq_base + (pc.cols >> 2);
+#else
   const uint x4_base = (pc.x_row0 + t) * (pc.cols >> 2);
+#endif
   const uint slots = pc.cols >> MV_SLOT_SHIFT;
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
@@ -301,9 +363,18 @@ void main() {
     float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
     float ss = 0.0;
     for (uint s = tid; s < slots; s += wg) {
-      vec4 xs[MV_NX];
-      [[unroll]] for (uint j = 0; j < MV_NX; ++j) xs[j] = mv_activation(x4_base, mv_x4(s, j), ss);
-      const vec4 xsum = mv_xsum(xs);
+      MvAct a;
+      [[unroll]] for (uint j = 0; j < MV_NX; ++j) {
+#if defined(X_Q8)
+        const uint g = mv_x4(s, j);
+        a.q[j] = xq[xq_base + g];
+        a.d[j] = uintBitsToFloat(xq[xd_base + (g >> 3)]);
+        a.s[j] = dotPacked4x8EXT(int(a.q[j]), 0x01010101);
+#else
+        a.v[j] = mv_activation(x4_base, mv_x4(s, j), ss);
+#endif
+      }
+      const vec4 xsum = mv_xsum(a);
       // Rows past the end (the last group) repeat the last row; their sums are not written.
       ROW_DOT(0) ROW_DOT(1) ROW_DOT(2) ROW_DOT(3) ROW_DOT(4) ROW_DOT(5) ROW_DOT(6) ROW_DOT(7)
     }

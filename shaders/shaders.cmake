@@ -38,12 +38,16 @@ endforeach()
 # Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).
 greta_add_shader(attention_coopmat_f16 attention_coopmat.comp REQUIRES coopmat)
 
-# Decode matvec, block-wise (shaders/matvec_block.comp): the quantized types, chosen by op_matmul.cpp's matvec branch
-# (f32/f16/bf16 keep matvec_<type>). Paired with GgmlTypes in src/vk/backend/weight_shaders.cpp.
+# Decode matvec, block-wise (shaders/matvec_block.comp): the quantized types, chosen by op_matvec.cpp (f32/f16/bf16
+# keep matvec_<type>); matvec_q8_<type> takes int8 activations (X_Q8) on devices with integer dot products. Paired
+# with GgmlTypes in src/vk/backend/weight_shaders.cpp.
 foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
   string(TOUPPER "${t}" T)
   greta_add_shader(matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T})
+  greta_add_shader(matvec_q8_${t} matvec_block.comp DEFINES WTYPE_${T} X_Q8 REQUIRES intdot)
 endforeach()
+# Their input quantizer (int8 per 32 elements; plain, rmsnorm or swiglu input), used by matvec_q8_<type>.
+greta_add_shader(quantize_q8 quantize_q8.comp)
 greta_add_shader(attention_combine_f32 attention_combine.comp)
 greta_add_shader(attention_decode_f32 attention_decode.comp)
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.

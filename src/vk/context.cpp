@@ -61,6 +61,9 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   if (info_.subgroup_size_control && !v13) extensions.push_back(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   const bool coopmat = info_.has_cooperative_matrix && options_.cooperative_matrix;
   if (coopmat) extensions.push_back(VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  // Integer dot products (SPV_KHR_integer_dot_product): core in 1.3, an extension before.
+  const bool int_dot = info_.integer_dot_product && (v13 || info_.has_integer_dot_product_ext);
+  if (int_dot && !v13) extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.has_portability_subset) extensions.push_back("VK_KHR_portability_subset");  // required when present
 
   // --- features: exactly those the device has and GRETA's shaders use -------------------------------------------
@@ -88,6 +91,8 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   size_control.computeFullSubgroups = info_.compute_full_subgroups;
   auto coopmat_features = vk_struct<VkPhysicalDeviceCooperativeMatrixFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR);
   coopmat_features.cooperativeMatrix = VK_TRUE;
+  auto int_dot_features = vk_struct<VkPhysicalDeviceShaderIntegerDotProductFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
+  int_dot_features.shaderIntegerDotProduct = VK_TRUE;  // int8 activations x packed codes in the decode matvecs
 
   // The same promotion rules as the query (device_info.cpp): version 1.2 is guaranteed for a usable device.
   auto supported = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
@@ -110,6 +115,7 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   chain.add(ext_types);
   if (info_.subgroup_size_control) chain.add(size_control);
   if (coopmat) chain.add(coopmat_features);
+  if (int_dot) chain.add(int_dot_features);
 
   features_.shader_float16 = info_.shader_float16;
   features_.shader_int8 = info_.shader_int8;
@@ -121,6 +127,7 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   features_.compute_full_subgroups = info_.subgroup_size_control && info_.compute_full_subgroups;
   features_.vulkan_memory_model = info_.vulkan_memory_model;
   features_.cooperative_matrix = coopmat;
+  features_.integer_dot_product = int_dot;
 
   const float priority = 1.0f;
   auto queue_info = vk_struct<VkDeviceQueueCreateInfo>(VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO);

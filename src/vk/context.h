@@ -57,6 +57,7 @@ struct EnabledFeatures {
   bool compute_full_subgroups = false;
   bool vulkan_memory_model = false;
   bool cooperative_matrix = false;
+  bool integer_dot_product = false;  // shaderIntegerDotProduct (the int8 decode matvecs)
   bool push_descriptors = false;
   bool memory_budget = false;
 };

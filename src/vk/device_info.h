@@ -94,6 +94,7 @@ struct DeviceInfo {
   bool has_memory_budget = false;
   bool has_subgroup_size_control_ext = false;  // needed below Vulkan 1.3 for the size-control fields above
   bool has_cooperative_matrix = false;         // VK_KHR_cooperative_matrix extension and its feature
+  bool has_integer_dot_product_ext = false;    // VK_KHR_shader_integer_dot_product (core in 1.3)
   bool has_portability_subset = false;         // must be enabled when present (MoltenVK)
   std::vector<CoopMatShape> coopmat_shapes;
 

@@ -6,11 +6,18 @@
 //   attention)
 //   rope (f32 angles vs the CPU's f64: |theta| error ~ 1e-7 * theta)    1e-8
 //   cooperative-matrix matmul (f16 operands, f32 accumulation)         2e-6
+//   int8-activation decode matvec (matvec_q8_<type> + quantize_q8)      2e-4 against the f32 product (the inputs'
+//     int8 rounding: measured up to 2.4e-5 on uniform inputs, 1e-4 on swiglu products, whose heavier tails make
+//     larger block maxima); the dedicated test below holds it to the exact bound of that rounding and to 1e-6
+//     against a CPU emulation of the int8 path
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <random>
+#include <variant>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
@@ -29,25 +36,31 @@ using model::GgmlType;
 
 namespace {
 
-std::unique_ptr<Backend> vk_backend(vk::MatmulKernel kernel = vk::MatmulKernel::automatic) {
+constexpr double k_q8_limit = 2e-4;  // NMSE of the int8-activation matvecs against the f32 product
+
+std::unique_ptr<Backend> vk_backend(vk::MatmulKernel kernel = vk::MatmulKernel::automatic, bool q8 = true) {
   vk::VkBackendOptions options;
   options.matmul = kernel;
+  options.q8_activations = q8;
   return vk::create_vk_backend(options);
 }
 
 // Runs `c` on the CPU and on Vulkan and checks the NMSE of `out` against `limit`, or against `coopmat_limit` when
-// the backend chose a cooperative-matrix kernel (f16 operands) for some op. Returns the NMSE.
+// the backend chose a cooperative-matrix kernel (f16 operands) for some op, or k_q8_limit for int8 activations.
+// `q8`: VkBackendOptions::q8_activations. Returns the NMSE.
 double compare(OpCase& c, BufferId out, double limit, vk::MatmulKernel kernel = vk::MatmulKernel::automatic,
-               double coopmat_limit = 2e-6, std::string* kernels_out = nullptr) {
+               double coopmat_limit = 2e-6, std::string* kernels_out = nullptr, bool q8 = true) {
   cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
   const auto want = c.run_once(cpu, out);
-  auto vk = vk_backend(kernel);
+  auto vk = vk_backend(kernel, q8);
   auto prepared = c.load_and_prepare(*vk);
   c.run(*vk, *prepared);
   const auto got = c.read(*vk, *prepared, out);
   const std::string kernels = vk::describe_kernels(*prepared);
   if (kernels_out) *kernels_out = kernels;
   if (kernels.find("coopmat") != std::string::npos) limit = coopmat_limit;
+  if (kernels.find("quantize_q8") != std::string::npos) limit = std::max(limit, k_q8_limit);
+  if (!q8) CHECK_MESSAGE(kernels.find("quantize_q8") == std::string::npos, kernels);
   REQUIRE(got.size() == want.size());
   const double e = test::nmse(got.data(), want.data(), got.size());
   CHECK_MESSAGE(e <= limit, "NMSE ", e, " > ", limit, " with ", kernels);
@@ -82,15 +95,89 @@ TEST_CASE("vk matmul: every weight type, decode and prefill shapes, every kernel
     const std::string type_name = model::type_name(type);
     for (int64_t cols : test::matmul_row_lengths(type))
       for (int64_t n : {int64_t(1), int64_t(5), int64_t(67)})
-        for (vk::MatmulKernel kernel : kernels) {
-          CAPTURE(type_name);
-          CAPTURE(cols);
-          CAPTURE(n);
-          CAPTURE(int(kernel));
-          auto [c, out] = test::matmul_case(type, n, cols, seed);
-          compare(c, out, 1e-9, kernel);
-        }
+        for (vk::MatmulKernel kernel : kernels)
+          for (bool q8 : {true, false}) {
+            if (!q8 && kernel == vk::MatmulKernel::tiled) continue;  // q8 only changes the matvecs
+            if (!q8 && kernel == vk::MatmulKernel::coopmat) continue;
+            CAPTURE(type_name);
+            CAPTURE(cols);
+            CAPTURE(n);
+            CAPTURE(int(kernel));
+            CAPTURE(q8);
+            auto [c, out] = test::matmul_case(type, n, cols, seed);
+            compare(c, out, 1e-9, kernel, 2e-6, nullptr, q8);
+          }
   }
+}
+
+// The int8 path exactly: quantize_q8.comp rounds each input element to d * code (d = max |x| / 127 per 32-element
+// block), so the result differs from the exact product by at most sum_blocks (d / 2) * sum |w| per output (checked
+// per element against a double-precision product), and equals the product with the rounded input (a CPU emulation
+// of the quantizer, in double) up to f32 arithmetic: NMSE 1e-6, where a wrong rounding or scale gives ~1e-5.
+TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact product, equal to a CPU emulation") {
+  uint32_t seed = 1200;
+  int q8_cases = 0;
+  for (GgmlType type : test::k_all_weight_types) {
+    if (model::traits(type).block_elems == 1) continue;  // f32/f16/bf16 keep f32 activations
+    for (int64_t cols : test::matmul_row_lengths(type))
+      for (int64_t n : {int64_t(1), int64_t(3)}) {
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(cols);
+        CAPTURE(n);
+        auto [c, out] = test::matmul_case(type, n, cols, seed);
+        const auto& op = std::get<MatMulOp>(c.plan.ops.at(0).op);
+        auto vk = vk_backend();
+        auto prepared = c.load_and_prepare(*vk);
+        c.run(*vk, *prepared);
+        const auto got = c.read(*vk, *prepared, out);
+        CHECK(vk::validation_messages(*vk).empty());
+        if (vk::describe_kernels(*prepared).find("quantize_q8") == std::string::npos) {
+          MESSAGE("no integer dot products on this device: the int8 path is not used");
+          return;
+        }
+        ++q8_cases;
+        const int64_t rows = op.out_features;
+        std::vector<float> w(size_t(rows * cols));
+        const uint64_t row_bytes = model::row_bytes(type, uint64_t(cols));
+        for (int64_t r = 0; r < rows; ++r)
+          model::dequantize_row(type, c.weight_bytes.at(0).data() + uint64_t(r) * row_bytes, &w[size_t(r * cols)], cols);
+        const std::vector<float>& x = c.inputs.at(op.in);
+        std::vector<float> emulated(got.size());
+        for (int64_t t = 0; t < n; ++t) {
+          const float* xt = &x[size_t(t * cols)];
+          std::vector<double> xq(static_cast<size_t>(cols));
+          std::vector<double> half_step(static_cast<size_t>(cols));  // d / 2 of the element's block
+          for (int64_t b = 0; b < cols; b += 32) {
+            float m = 0.f;
+            for (int64_t i = b; i < b + 32; ++i) m = std::max(m, std::fabs(xt[i]));
+            const float inv = m > 0.f ? 127.f / m : 0.f, d = m / 127.f;
+            for (int64_t i = b; i < b + 32; ++i) {
+              xq[size_t(i)] = double(d) * std::clamp(std::nearbyint(xt[i] * inv), -127.f, 127.f);
+              half_step[size_t(i)] = double(m) / 254.0;
+            }
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            double exact = 0, with_q8 = 0, bound = 0, magnitude = 0;
+            for (int64_t i = 0; i < cols; ++i) {
+              const double wi = w[size_t(r * cols + i)];
+              exact += wi * xt[i];
+              with_q8 += wi * xq[size_t(i)];
+              bound += std::fabs(wi) * half_step[size_t(i)];
+              magnitude += std::fabs(wi * xt[i]);
+            }
+            const size_t at = size_t(t * rows + r);
+            emulated[at] = float(with_q8);
+            const double err = std::fabs(double(got[at]) - exact);
+            CHECK_MESSAGE(err <= bound * 1.001 + 1e-5 * magnitude + 1e-6, "row ", r, " token ", t, ": |", got[at],
+                          " - ", exact, "| > bound ", bound);
+          }
+        }
+        const double e = test::nmse(got.data(), emulated.data(), got.size());
+        CHECK_MESSAGE(e <= 1e-6, "NMSE against the emulated int8 path ", e);
+      }
+  }
+  CHECK(q8_cases == 40);
 }
 
 TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {
@@ -192,9 +279,9 @@ TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matche
 namespace {
 
 // Checks `out` as compare does and returns the kernels the backend chose.
-std::string compare_fused(OpCase& c, BufferId out, double limit) {
+std::string compare_fused(OpCase& c, BufferId out, double limit, bool q8 = true) {
   std::string kernels;
-  compare(c, out, limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+  compare(c, out, limit, vk::MatmulKernel::automatic, 2e-6, &kernels, q8);
   return kernels;
 }
 
@@ -207,20 +294,23 @@ TEST_CASE("vk decode fusion: rmsnorm inside the matvecs that read it (every weig
   for (GgmlType type : test::k_all_weight_types)
     for (int64_t cols : test::matmul_row_lengths(type))
       for (int64_t n : {int64_t(1), int64_t(3)})
-        for (int64_t offset : {int64_t(0), int64_t(2)}) {
-          const std::string type_name = model::type_name(type);
-          CAPTURE(type_name);
-          CAPTURE(cols);
-          CAPTURE(n);
-          CAPTURE(offset);
-          auto nc = test::norm_matmul_case(type, n, cols, offset, false, seed);
-          const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
-          CHECK_MESSAGE(has(kernels, "attn_q  matvec"), kernels);
-          CHECK_MESSAGE(has(kernels, "attn_k  matvec"), kernels);
-          CHECK_MESSAGE(has(kernels, "attn_norm  (fused into attn_q)"), kernels);
-          CHECK_MESSAGE(!has(kernels, "rmsnorm_f32"), kernels);
-          compare(nc.c, nc.k, 1e-9);
-        }
+        for (int64_t offset : {int64_t(0), int64_t(2)})
+          for (bool q8 : {true, false}) {  // int8 activations (quantize_q8 normalizes) or f32 (the matvec does)
+            if (!q8 && model::traits(type).block_elems == 1) continue;  // f32/f16/bf16: no int8 path
+            const std::string type_name = model::type_name(type);
+            CAPTURE(type_name);
+            CAPTURE(cols);
+            CAPTURE(n);
+            CAPTURE(offset);
+            CAPTURE(q8);
+            auto nc = test::norm_matmul_case(type, n, cols, offset, false, seed);
+            const std::string kernels = compare_fused(nc.c, nc.q, 1e-9, q8);
+            CHECK_MESSAGE(has(kernels, "attn_q  matvec"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_k  matvec"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_norm  (fused into attn_q)"), kernels);
+            CHECK_MESSAGE(!has(kernels, "rmsnorm_f32"), kernels);
+            compare(nc.c, nc.k, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+          }
   // Another reader of the normed rows keeps the rmsnorm dispatch (running beside the fused matvecs).
   for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
     const std::string type_name = model::type_name(type);
@@ -244,17 +334,20 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
   uint32_t seed = 1000;
   for (GgmlType type : test::k_all_weight_types)
     for (int64_t ffn : test::matmul_row_lengths(type))
-      for (int64_t n : {int64_t(1), int64_t(2)}) {
-        const std::string type_name = model::type_name(type);
-        CAPTURE(type_name);
-        CAPTURE(ffn);
-        CAPTURE(n);
-        auto sc = test::swiglu_matmul_case(type, n, ffn, false, false, seed);
-        const std::string kernels = compare_fused(sc.c, sc.x, 1e-9);
-        CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
-        CHECK_MESSAGE(has(kernels, "fused residual add"), kernels);
-        CHECK_MESSAGE(has(kernels, "ffn_swiglu  (fused into ffn_down)"), kernels);
-      }
+      for (int64_t n : {int64_t(1), int64_t(2)})
+        for (bool q8 : {true, false}) {  // int8 activations (quantize_q8 applies silu) or f32 (the matvec does)
+          if (!q8 && model::traits(type).block_elems == 1) continue;  // f32/f16/bf16: no int8 path
+          const std::string type_name = model::type_name(type);
+          CAPTURE(type_name);
+          CAPTURE(ffn);
+          CAPTURE(n);
+          CAPTURE(q8);
+          auto sc = test::swiglu_matmul_case(type, n, ffn, false, false, seed);
+          const std::string kernels = compare_fused(sc.c, sc.x, 1e-9, q8);
+          CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
+          CHECK_MESSAGE(has(kernels, "fused residual add"), kernels);
+          CHECK_MESSAGE(has(kernels, "ffn_swiglu  (fused into ffn_down)"), kernels);
+        }
   for (GgmlType type : {GgmlType::BF16, GgmlType::Q5_1, GgmlType::Q4_K}) {
     const std::string type_name = model::type_name(type);
     CAPTURE(type_name);

@@ -178,7 +178,8 @@ Result OpBench::run(const OpSpec& spec) {
   }
   r.nmse = den > 0 ? num / den : num;
   const bool f16_operands = r.kernel.find("coopmat") != std::string::npos || r.kernel.find("mma") != std::string::npos;
-  const double limit = f16_operands ? std::max(spec.nmse_limit, kF16OperandsNmse) : spec.nmse_limit;
+  double limit = f16_operands ? std::max(spec.nmse_limit, kF16OperandsNmse) : spec.nmse_limit;
+  if (r.kernel.find("quantize_q8") != std::string::npos) limit = std::max(limit, kInt8ActivationsNmse);
   if (!(r.nmse <= limit))
     fail(spec.shape, " ", spec.type, " ", r.kernel, ": NMSE ", number(r.nmse, "%.3g"), " against the CPU exceeds ",
          number(limit, "%.0e"), " (checked ", r.checked, "); not timing it");

@@ -72,8 +72,39 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t elems) {
   return {f16_span_.buffer, f16_span_.offset, elems * 2};
 }
 
+BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
+  GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input <= 2, "int8 activations of ",
+              src.rows, " x ", src.cols);
+  const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;  // 32 codes + one f32 scale per block
+  if (q8_of_ == src) return {q8_span_.buffer, q8_span_.offset, bytes};
+  if (q8_span_.size < bytes) q8_span_ = scratch_buffer(bytes, "int8 activations");
+  barrier();  // matvecs recorded earlier may still read the previous copy
+  const BufferSpan x = buffer(src.x);
+  const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input == 2 ? buffer(src.up) : x;
+  GRETA_CHECK(x.size >= uint64_t(src.x_row0 + src.rows) * uint64_t(src.cols) * 4, "int8 activations past buffer ",
+              src.x);
+  // One workgroup per row, one 4-element group per invocation and step: as many invocations as the row has groups
+  // (a power of two, 8 .. 1024 and the device limit), so a decode row is one or a few steps.
+  uint32_t local = 8;
+  const uint64_t groups = uint64_t(src.cols) / 4;
+  const uint32_t limit = std::min({1024u, info().max_workgroup_invocations, info().max_workgroup_size[0]});
+  while (local < groups && local * 2 <= limit) local *= 2;
+  const struct {
+    uint32_t cols, rows, x_row0;
+    float eps;
+  } push{to_u32(src.cols, "columns"), to_u32(src.rows, "rows"), to_u32(src.x_row0, "row offset"), src.eps};
+  const auto& p = pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
+  const BufferSpan out{q8_span_.buffer, q8_span_.offset, bytes};
+  dispatch(p, {x, aux, out}, as_push(push), {std::min(push.rows, info().max_workgroup_count[0]), 1, 1});
+  barrier();
+  q8_of_ = src;
+  return out;
+}
+
 void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
-  if (f16_of_ && std::find(writes.begin(), writes.end(), *f16_of_) != writes.end()) f16_of_.reset();
+  const auto written = [&](engine::BufferId b) { return std::find(writes.begin(), writes.end(), b) != writes.end(); };
+  if (f16_of_ && written(*f16_of_)) f16_of_.reset();
+  if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
 }
 
 }  // namespace greta::vk

@@ -37,6 +37,18 @@ struct DeviceWeight {
   int64_t chunk_rows(size_t i) const { return int64_t(matrix.chunk(i).size() / row_bytes); }
 };
 
+// The input of the int8 decode matvecs (matvec_q8_<type>): what quantize_q8.comp makes it from. Compared whole, so
+// matvecs of one input (Q, K and V; gate and up) share one quantization.
+struct Q8Source {
+  uint32_t input = 0;              // quantize_q8.comp's INPUT: 0 plain rows, 1 rmsnorm(rows) * norm, 2 silu(gate) * up
+  engine::BufferId x = -1;         // the rows (plain, rmsnorm) or the gate (swiglu)
+  engine::BufferId up = -1;        // swiglu: the up projection
+  engine::WeightId norm = -1;      // rmsnorm: the norm weight
+  int64_t x_row0 = 0, rows = 0, cols = 0;  // rows x_row0 .. x_row0 + rows of x, cols % 32 == 0
+  float eps = 0.f;                 // rmsnorm
+  bool operator==(const Q8Source&) const = default;
+};
+
 // How prefill matmuls pick their tile (op_matmul.cpp): forced > GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE > tuned
 // > the built-in default. A prepared plan keeps its own copy (what was set when it was prepared).
 struct MatmulTuning {
@@ -56,6 +68,7 @@ public:
     std::vector<Buffer>* constants;          // per-plan constant buffers made while encoding (kept alive here)
     MatmulKernel matmul;
     bool f16_attention;  // prefill attention may use the f16 cooperative-matrix kernel
+    bool q8_matvec;      // decode matvecs of quantized weights may take int8 activations (matvec_q8_<type>)
     const MatmulTuning* tuning;  // prefill matmul tiles
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
@@ -70,6 +83,7 @@ public:
   const EnabledFeatures& features() const { return res_.context->features(); }
   MatmulKernel matmul_kernel() const { return res_.matmul; }
   bool f16_attention() const { return res_.f16_attention; }
+  bool q8_matvec() const { return res_.q8_matvec; }
   const MatmulTuning& matmul_tuning() const { return *res_.tuning; }
   // The device (and this build) has 16x16x16 f16 x f16 -> f32 subgroup cooperative matrices.
   bool has_coopmat_f16() const;
@@ -94,7 +108,11 @@ public:
   // GEMMs, so their activations are converted once instead of once per weight-column tile. The copy is reused by the
   // following GEMMs of the same input (Q, K and V; gate and up) until the backend reports a write to it.
   BufferSpan f16_copy(engine::BufferId id, uint64_t elems);
-  // The plan buffers the op just recorded writes (invalidates f16_copy's copy of them).
+  // `source` quantized to int8 per 32 elements (quantize_q8.comp, between two barriers; layout there) for the int8
+  // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
+  // its buffers.
+  BufferSpan q8_copy(const Q8Source& source);
+  // The plan buffers the op just recorded writes (invalidates f16_copy's and q8_copy's copies of them).
   void note_written(std::span<const engine::BufferId> writes);
 
 private:
@@ -105,6 +123,8 @@ private:
   std::optional<engine::BufferId> f16_of_;  // whose f16 copy f16_span_ holds (f16_elems_ values)
   uint64_t f16_elems_ = 0;
   BufferSpan f16_span_{};
+  std::optional<Q8Source> q8_of_;  // what q8_span_ holds
+  BufferSpan q8_span_{};
 };
 
 // Workgroup size of the simple elementwise kernels.
@@ -149,9 +169,10 @@ void encode_add(OpEncoder& e, const engine::AddOp& op);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.
-enum class WeightKernel { embed, matvec, matvec_block, matmul_tiled, matmul_coopmat, matmul_coopmat_x16 };
+enum class WeightKernel { embed, matvec, matvec_block, matvec_q8, matmul_tiled, matmul_coopmat, matmul_coopmat_x16 };
 ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
-// Whether the family has a variant for the type (matvec_block: the quantized types only).
+// Whether the family has a variant for the type (matvec_block, matvec_q8: the quantized types only; matvec_q8 also
+// needs a glslang with GL_EXT_integer_dot_product at build time).
 bool has_weight_shader(WeightKernel kernel, model::GgmlType type);
 
 // Plan-level push constants are 32-bit: sizes beyond that are refused with the op's name.

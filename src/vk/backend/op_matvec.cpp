@@ -8,6 +8,13 @@
 //   IN_SWIGLU   a = silu(gate) * up: read from the gate and up projections (no swiglu dispatch)
 // Bindings: weights, x (the input, the norm's input or the gate), y, aux (norm weight or up; x again when unused:
 // every declared binding must be bound).
+//
+// int8 activations (matvec_q8_<type>, on devices with integer dot products, VkBackendOptions::q8_activations): the
+// input - plain, normalized or silu(gate) * up, as above - is first quantized to int8 per 32 elements by
+// quantize_q8.comp (OpEncoder::q8_copy: once for all the matvecs of one input), and the matvec takes integer dot
+// products of codes with codes. The results are those of the f32 kernel on the quantized input: within
+// sum_blocks (max|a| / 254) * sum |w| of the exact product (what tests/vk/vk_ops_test.cpp checks), the way
+// llama.cpp's own quantized dot products quantize activations to 8 bits.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -60,6 +67,21 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     aux = e.buffer(s.up);
   }
 
+  const uint32_t fused_input = input;
+  const bool q8 = e.q8_matvec() && has_weight_shader(WeightKernel::matvec_q8, w.type) && op.in_features % 32 == 0;
+  if (q8) {
+    Q8Source src{.input = input, .rows = op.n_tokens, .cols = op.in_features};
+    if (args.norm) {
+      src.x = args.norm->in, src.norm = args.norm->weight, src.x_row0 = args.norm->in_row_offset;
+      src.eps = args.norm->eps;
+    } else if (args.swiglu) {
+      src.x = args.swiglu->gate, src.up = args.swiglu->up;
+    } else {
+      src.x = op.in;
+    }
+    x = aux = e.q8_copy(src);
+    input = kInPlain, x_row0 = 0;  // the quantizer made the input: the matvec reads its rows 0 .. n_tokens
+  }
   // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the block-wise
   // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
@@ -81,16 +103,20 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
            to_u32(op.out_features, "out features"), x_row0, eps};
     const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
-    const ShaderId id = weight_shader(block ? WeightKernel::matvec_block : WeightKernel::matvec, w.type);
+    const ShaderId id = weight_shader(q8      ? WeightKernel::matvec_q8
+                                      : block ? WeightKernel::matvec_block
+                                              : WeightKernel::matvec,
+                                      w.type);
     const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens"), 1});
     e.note_variant(shader_blob(id).name);
   }
+  if (q8) e.note_variant("quantize_q8");
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
-  if (input == kInRmsNorm) e.note_variant("fused rmsnorm input");
-  if (input == kInSwiglu) e.note_variant("fused swiglu input");
+  if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
+  if (fused_input == kInSwiglu) e.note_variant("fused swiglu input");
 }
 
 }  // namespace greta::vk

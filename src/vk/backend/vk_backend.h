@@ -38,9 +38,13 @@ struct VkBackendOptions {
   // entries the device cannot run are ignored with a warning.
   bool tuning_cache = true;
   // Fusions (backend/fusion.h: kFuseResidual 1 | kFuseNorm 2 | kFuseRopeKv 4 | kFuseSwiglu 8); GRETA_VK_FUSE=
-  // all|none|LIST overrides it, for measurements. The swiglu fusion is off by default: on the H100 it made decode
-  // slower (every down-projection workgroup recomputes silu over the whole row; docs/benchmarks.md).
-  unsigned fusions = 1u | 2u | 4u;
+  // all|none|LIST overrides it, for measurements. Unset: all of them with int8 activations (below), where the
+  // activation quantizer applies silu once per row; else all but swiglu, which made decode slower on the H100
+  // (every down-projection workgroup recomputes silu over the whole row; docs/benchmarks.md).
+  std::optional<unsigned> fusions;
+  // Decode matvecs of quantized weights quantize their input to int8 per 32 elements and take integer dot products
+  // (op_matvec.cpp), on devices with shaderIntegerDotProduct; GRETA_VK_MATVEC_Q8=0|1 overrides it.
+  bool q8_activations = true;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
@@ -62,6 +66,9 @@ std::vector<std::string> validation_messages(const engine::Backend& backend);
 // True when the backend's device (and this build) has the 16x16x16 f16 cooperative-matrix matmul, which prefill
 // matmuls with non-F32 weights then use (f16 operands: NMSE ~1e-7..1e-6 per op instead of ~1e-13).
 bool uses_cooperative_matrix(const engine::Backend& backend);
+// True when the backend's decode matvecs of quantized weights take int8 activations (VkBackendOptions::
+// q8_activations on a device with integer dot products): NMSE ~1e-5 per such op against the f32 reference.
+bool uses_int8_activations(const engine::Backend& backend);
 
 // Prefill matmul tiles (tuning.h). `backend` must come from create_vk_backend.
 // Plans prepared after this call run their prefill (matrix-matrix) matmuls on `config`'s kernel and tile, whatever

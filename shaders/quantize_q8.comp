@@ -1,0 +1,73 @@
+#version 450
+// Activation quantizer for the int8 decode matvecs (matvec_block.comp built with X_Q8): makes the matvec's input
+// from x and quantizes it per 32-element block to int8 with one f32 scale,
+//   d = max |a| / 127,  code = roundEven(a * 127 / max |a|)  (0 for an all-zero block),  a ~ d * code,
+// and writes, per token row t (row stride 9 * cols / 32 words):
+//   words [0, cols / 4)             the codes, 4 per word, element order (byte i of word g = element 4g + i)
+//   words [cols / 4, 9 * cols / 32)  the blocks' scales d as f32 bits
+// The input a (spec constant 1, INPUT; the same modes as the matvec kernels' fused inputs):
+//   IN_PLAIN    a = x row x_row0 + t
+//   IN_RMSNORM  a = x row * (1 / sqrt(mean(x row^2) + eps)) * aux (the norm weight): the rmsnorm op itself
+//   IN_SWIGLU   a = silu(x row) * aux row (gate, up)
+// One workgroup per token row (grid-stride); WG invocations (spec constant 0, a power of two >= 8) each take one
+// 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum. Reductions go through
+// shared memory, so any subgroup size works. cols % 32 == 0.
+layout(local_size_x_id = 0) in;
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+layout(constant_id = 1) const uint INPUT = IN_PLAIN;
+layout(binding = 0) readonly buffer X { vec4 x4[]; };
+layout(binding = 1) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else x
+layout(binding = 2) writeonly buffer Q { uint q[]; };
+layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; } pc;
+
+const uint WG = gl_WorkGroupSize.x;
+shared float red[WG];  // IN_RMSNORM: the sum of squares; then each group's max |a|
+
+vec4 input_group(uint x4_base, uint g, float norm_scale) {
+  const vec4 v = x4[x4_base + g];
+  if (INPUT == IN_RMSNORM) return v * norm_scale * aux4[g];
+  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux4[x4_base + g];
+  return v;
+}
+
+void main() {
+  const uint tid = gl_LocalInvocationID.x, groups = pc.cols >> 2;
+  for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
+    const uint x4_base = (pc.x_row0 + row) * groups, q_base = row * (pc.cols >> 5) * 9u;
+    float norm_scale = 1.0;
+    if (INPUT == IN_RMSNORM) {
+      float ss = 0.0;
+      for (uint g = tid; g < groups; g += WG) {
+        const vec4 v = x4[x4_base + g];
+        ss += dot(v, v);
+      }
+      red[tid] = ss;
+      barrier();
+      for (uint s = WG / 2; s > 0; s >>= 1) {
+        if (tid < s) red[tid] += red[tid + s];
+        barrier();
+      }
+      norm_scale = inversesqrt(red[0] / float(pc.cols) + pc.eps);
+      barrier();  // red[0] is read above before the groups below overwrite red
+    }
+    // Steps of WG groups: WG and groups are multiples of 8, so a block never straddles two steps.
+    for (uint base = 0; base < groups; base += WG) {
+      const uint g = base + tid;
+      const bool in_row = g < groups;
+      const vec4 a = in_row ? input_group(x4_base, g, norm_scale) : vec4(0.0);
+      const vec4 m4 = abs(a);
+      red[tid] = max(max(m4.x, m4.y), max(m4.z, m4.w));
+      barrier();
+      if (in_row) {
+        const uint first = tid & ~7u;
+        float m = 0.0;
+        for (uint k = 0; k < 8u; ++k) m = max(m, red[first + k]);
+        const float inv = m > 0.0 ? 127.0 / m : 0.0;
+        const uvec4 c = uvec4(clamp(ivec4(roundEven(a * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
+        q[q_base + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
+        if ((g & 7u) == 0u) q[q_base + groups + (g >> 3)] = floatBitsToUint(m / 127.0);
+      }
+      barrier();  // red is overwritten by the next step
+    }
+  }
+}
