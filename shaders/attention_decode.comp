@@ -12,6 +12,15 @@
 // to merge their (m, l, acc) into the split's partial result.
 // Why: attention.comp gives each invocation one key (a subgroup's loads touch a cache line per key) and reduces
 // every block of keys with ~14 workgroup barriers; on the H100 decode attention was ~17 % of a 7B decode step.
+//
+// MERGE (spec constant 1): the last workgroup of a row to finish merges the row's splits itself (the formula of
+// attention_combine.comp), so no second dispatch and barrier follow: each workgroup writes its partial, makes it
+// visible device-wide and counts itself in counters[row] (atomicAdd); the one that brings the count to the number
+// of splits reads every partial back (coherent), writes the output and resets the counter to 0 for the next step.
+// A decode step is a chain of small dependent dispatches, each costing a few microseconds at its barrier, so this
+// removes a stage per layer. Q8_OUT (spec constant 2, needs head_dim_v % 32 == 0): that workgroup also writes the
+// row's output as quantize_q8.comp would (int8 per 32 elements, its layout), the input of the int8 output
+// projection, which then needs no quantizer dispatch either.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -20,8 +29,12 @@ layout(binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(binding = 1) readonly buffer K { vec4 k4[]; };
 layout(binding = 2) readonly buffer V { vec4 v4[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
-layout(binding = 4) writeonly buffer Out { float o[]; };  // unused: always split (bound to the partials' owner)
-layout(binding = 5) writeonly buffer Partials { float partials[]; };
+layout(binding = 4) writeonly buffer Out { float o[]; };  // MERGE only
+layout(binding = 5) coherent buffer Partials { float partials[]; };
+layout(binding = 6) coherent buffer Counters { uint counters[]; };  // MERGE: per row, 0 between steps
+layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: quantize_q8.comp's layout
+layout(constant_id = 1) const bool MERGE = false;
+layout(constant_id = 2) const bool Q8_OUT = false;
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
 } pc;
@@ -30,8 +43,62 @@ const uint MAX_C = 4;            // vec4 of q / of the output per lane: head dim
 const uint KEYS = 4;             // keys scored together by a subgroup (independent loads and reductions in flight)
 const uint MAX_SUBGROUPS = 16;   // the host keeps the workgroup within these
 const uint MAX_HEAD_DIM_V = 256;
+const uint MAX_SPLITS = 64;      // MERGE: the host uses it for at most this many splits
 shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
 shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
+
+shared bool is_last;
+shared float split_w[MAX_SPLITS];  // exp(m_s - max m) of each split (0 for splits without keys)
+shared float block_max[MAX_HEAD_DIM_V / 4];
+
+// MERGE: called by every workgroup after writing its partial; the last one of row th merges the row.
+void merge_splits(uint th, uint t, uint h) {
+  const uint tid = gl_LocalInvocationID.x, n_splits = gl_NumWorkGroups.y, row_floats = pc.head_dim_v + 2;
+  memoryBarrierBuffer();  // this workgroup's partial is visible before it is counted
+  barrier();
+  if (tid == 0) is_last = atomicAdd(counters[th], 1u) == n_splits - 1u;
+  barrier();
+  if (!is_last) return;
+  memoryBarrierBuffer();
+  const uint row_base = th * n_splits * row_floats;
+  // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
+  const uint used = min(n_splits, (uint(positions[t]) + pc.split_keys) / pc.split_keys);
+  if (tid < used) split_w[tid] = partials[row_base + tid * row_floats + pc.head_dim_v];
+  barrier();
+  float big_m = -1.0 / 0.0, den = 0.0;
+  for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // split 0 holds key 0: finite
+  barrier();
+  if (tid < used) split_w[tid] = exp(split_w[tid] - big_m);
+  barrier();
+  for (uint s = 0; s < used; ++s) den += split_w[s] * partials[row_base + s * row_floats + pc.head_dim_v + 1];
+  const uint DV4 = pc.head_dim_v / 4;
+  vec4 merged = vec4(0.0);
+  if (tid < DV4) {
+    for (uint s = 0; s < used; ++s) {
+      const uint b = row_base + s * row_floats + 4 * tid;
+      merged += split_w[s] * vec4(partials[b], partials[b + 1], partials[b + 2], partials[b + 3]);
+    }
+    merged /= den;
+    const uint at = th * pc.head_dim_v + 4 * tid;
+    o[at] = merged.x, o[at + 1] = merged.y, o[at + 2] = merged.z, o[at + 3] = merged.w;
+  }
+  if (tid == 0) counters[th] = 0u;  // every workgroup of this row has counted: ready for the next step
+  if (!Q8_OUT) return;
+  // int8 per 32 output dims (8 vec4, 8 invocations): d = max |out| / 127, code = roundEven(out * 127 / max).
+  const vec4 a = abs(merged);
+  if (tid < DV4) block_max[tid] = max(max(a.x, a.y), max(a.z, a.w));
+  barrier();
+  if (tid < DV4) {
+    float m = 0.0;
+    for (uint k = 0; k < 8u; ++k) m = max(m, block_max[(tid & ~7u) + k]);
+    const float inv = m > 0.0 ? 127.0 / m : 0.0;
+    const uvec4 c = uvec4(clamp(ivec4(roundEven(merged * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
+    const uint cols = pc.n_heads * pc.head_dim_v, row = t * (cols >> 5) * 9u;
+    const uint g = h * DV4 + tid;  // 4-element group within the token's row
+    q8[row + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
+    if ((tid & 7u) == 0u) q8[row + (cols >> 2) + (g >> 3)] = floatBitsToUint(m / 127.0);
+  }
+}
 
 void main() {
   const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
@@ -113,4 +180,5 @@ void main() {
     partials[base + pc.head_dim_v] = big_m;  // -inf for a split with no keys
     partials[base + pc.head_dim_v + 1] = big_l;
   }
+  if (MERGE) merge_splits(th, t, h);
 }

@@ -41,6 +41,11 @@ struct ContextOptions {
   // Longest a wait for GPU work may take before it is reported as a hung device.
   uint64_t wait_timeout_ms = 120000;
 
+  // Waits for GPU work first poll the timeline semaphore for up to this long before blocking in the driver: a
+  // blocked thread takes tens of microseconds to wake, which a decode step (~3 ms on a large GPU) pays every token.
+  // Never on CPU devices (lavapipe), whose workers need the cores. GRETA_VK_SPIN_US overrides it.
+  uint64_t spin_wait_us = 5000;
+
   // Receives warnings (e.g. a pipeline cache that could not be written). Default: "greta: warning: ..." on stderr.
   std::function<void(const std::string&)> on_warning;
 };

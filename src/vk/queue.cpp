@@ -1,12 +1,14 @@
 #include "vk/queue.h"
 
+#include <chrono>
+
 #include "core/error.h"
 #include "vk/check.h"
 
 namespace greta::vk {
 
-Queue::Queue(const DeviceDispatch& dispatch, uint32_t family, uint64_t wait_timeout_ms)
-    : dispatch_(&dispatch), family_(family), wait_timeout_ns_(wait_timeout_ms * 1000000ull) {
+Queue::Queue(const DeviceDispatch& dispatch, uint32_t family, uint64_t wait_timeout_ms, uint64_t spin_us)
+    : dispatch_(&dispatch), family_(family), wait_timeout_ns_(wait_timeout_ms * 1000000ull), spin_ns_(spin_us * 1000ull) {
   dispatch.fn.vkGetDeviceQueue(dispatch.device, family, 0, &queue_);
   auto type_info = vk_struct<VkSemaphoreTypeCreateInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO);
   type_info.semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE;
@@ -38,6 +40,12 @@ uint64_t Queue::submit(VkCommandBuffer command_buffer) {
 void Queue::wait(uint64_t ticket) {
   GRETA_CHECK(ticket <= last_submitted_, "waiting for ticket ", ticket, " that was never submitted");
   if (ticket == 0) return;
+  if (spin_ns_ > 0) {  // poll first: waking a blocked thread costs tens of microseconds
+    const auto until = std::chrono::steady_clock::now() + std::chrono::nanoseconds(spin_ns_);
+    while (completed_value() < ticket)
+      if (std::chrono::steady_clock::now() >= until) break;
+    if (completed_value() >= ticket) return;
+  }
   const VkSemaphore semaphore = timeline_.get();
   auto info = vk_struct<VkSemaphoreWaitInfo>(VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO);
   info.semaphoreCount = 1;

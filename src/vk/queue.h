@@ -15,7 +15,8 @@ namespace greta::vk {
 
 class Queue {
 public:
-  Queue(const DeviceDispatch& dispatch, uint32_t family, uint64_t wait_timeout_ms);
+  // spin_us: how long wait() polls the semaphore before blocking (ContextOptions::spin_wait_us).
+  Queue(const DeviceDispatch& dispatch, uint32_t family, uint64_t wait_timeout_ms, uint64_t spin_us = 0);
   Queue(const Queue&) = delete;
   Queue& operator=(const Queue&) = delete;
 
@@ -38,6 +39,7 @@ private:
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t family_ = 0;
   uint64_t wait_timeout_ns_ = 0;
+  uint64_t spin_ns_ = 0;
   UniqueSemaphore timeline_;
   uint64_t last_submitted_ = 0;
 };

@@ -6,7 +6,7 @@
 //   attention)
 //   rope (f32 angles vs the CPU's f64: |theta| error ~ 1e-7 * theta)    1e-8
 //   cooperative-matrix matmul (f16 operands, f32 accumulation)         2e-6
-//   int8-activation decode matvec (matvec_q8_<type> + quantize_q8)      2e-4 against the f32 product (the inputs'
+//   int8-activation decode matvec (quantize_q8 + matvec_q8_<type>)      2e-4 against the f32 product (the inputs'
 //     int8 rounding: measured up to 2.4e-5 on uniform inputs, 1e-4 on swiglu products, whose heavier tails make
 //     larger block maxima); the dedicated test below holds it to the exact bound of that rounding and to 1e-6
 //     against a CPU emulation of the int8 path
@@ -38,6 +38,8 @@ namespace {
 
 constexpr double k_q8_limit = 2e-4;  // NMSE of the int8-activation matvecs against the f32 product
 
+bool has(const std::string& kernels, const char* what) { return kernels.find(what) != std::string::npos; }
+
 std::unique_ptr<Backend> vk_backend(vk::MatmulKernel kernel = vk::MatmulKernel::automatic, bool q8 = true) {
   vk::VkBackendOptions options;
   options.matmul = kernel;
@@ -59,8 +61,12 @@ double compare(OpCase& c, BufferId out, double limit, vk::MatmulKernel kernel = 
   const std::string kernels = vk::describe_kernels(*prepared);
   if (kernels_out) *kernels_out = kernels;
   if (kernels.find("coopmat") != std::string::npos) limit = coopmat_limit;
-  if (kernels.find("quantize_q8") != std::string::npos) limit = std::max(limit, k_q8_limit);
-  if (!q8) CHECK_MESSAGE(kernels.find("quantize_q8") == std::string::npos, kernels);
+  if (kernels.find("matvec_q8") != std::string::npos) limit = std::max(limit, k_q8_limit);
+  if (!q8) {
+    CHECK_MESSAGE(!has(kernels, "matvec_q8"), kernels);
+    CHECK_MESSAGE(!has(kernels, "quantize_q8"), kernels);
+    CHECK_MESSAGE(!has(kernels, "int8"), kernels);
+  }
   REQUIRE(got.size() == want.size());
   const double e = test::nmse(got.data(), want.data(), got.size());
   CHECK_MESSAGE(e <= limit, "NMSE ", e, " > ", limit, " with ", kernels);
@@ -132,7 +138,7 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
         c.run(*vk, *prepared);
         const auto got = c.read(*vk, *prepared, out);
         CHECK(vk::validation_messages(*vk).empty());
-        if (vk::describe_kernels(*prepared).find("quantize_q8") == std::string::npos) {
+        if (vk::describe_kernels(*prepared).find("matvec_q8") == std::string::npos) {
           MESSAGE("no integer dot products on this device: the int8 path is not used");
           return;
         }
@@ -245,6 +251,38 @@ TEST_CASE("vk kv write + attention: prefill and decode, GQA and MQA, head dims 6
   CHECK(decode_kernel_cases >= 3);
 }
 
+// Decode attention followed by its output projection: the attention kernel merges its key splits in its last
+// workgroup and, with int8 matvecs, writes their input itself (no attention_combine, no quantize_q8 dispatch).
+TEST_CASE("vk decode attention merges its splits and feeds the int8 output projection") {
+  uint32_t seed = 1300;
+  const test::AttentionShape shapes[] = {{1, 90, 8, 2, 64}, {3, 500, 8, 8, 128}, {1, 200, 32, 4, 40}};
+  for (const auto& s : shapes)
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q6_K, GgmlType::F16})
+      for (bool q8 : {true, false}) {
+        CAPTURE(s.n_tokens);
+        CAPTURE(s.head_dim);
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(q8);
+        auto [c, attn, k_cache] = test::attention_case(s, seed);
+        const int64_t width = s.heads * s.head_dim, rows = 67;
+        const WeightId w = c.weight("attn_output", type, rows, width, seed++);
+        const BufferId y = c.output("y", s.n_tokens * rows);
+        c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
+        std::string kernels;
+        compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels, q8);
+        compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+        CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
+        CHECK_MESSAGE(!has(kernels, "attention_combine"), kernels);
+        // int8 output where the projection takes int8 input and head dims are whole blocks of 32.
+        const bool int8 = q8 && type != GgmlType::F16 && s.head_dim % 32 == 0;
+        if (q8 && s.head_dim % 32 == 0) CHECK_MESSAGE(has(kernels, "int8 output"), kernels);
+        if (int8) CHECK_MESSAGE(has(kernels, "matvec_q8"), kernels);
+        if (int8) CHECK_MESSAGE(!has(kernels, "quantize_q8"), kernels);
+        if (q8 && s.head_dim % 32 != 0 && type != GgmlType::F16) CHECK_MESSAGE(has(kernels, "quantize_q8"), kernels);
+      }
+}
+
 TEST_CASE("vk swiglu, residual add, bias add") {
   for (int64_t rows : {int64_t(1), int64_t(3)})
     for (int64_t width : {int64_t(5), int64_t(1000)}) {
@@ -285,7 +323,6 @@ std::string compare_fused(OpCase& c, BufferId out, double limit, bool q8 = true)
   return kernels;
 }
 
-bool has(const std::string& kernels, const char* what) { return kernels.find(what) != std::string::npos; }
 
 }  // namespace
 

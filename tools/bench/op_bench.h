@@ -76,8 +76,8 @@ struct BenchBackend {
 // The limit for kernels that round their operands to f16 (cooperative-matrix / MMA GEMM and attention), as in
 // tests/vk/vk_ops_test.cpp and tests/hip: OpBench::run applies it when the kernel's name says coopmat or mma.
 inline constexpr double kF16OperandsNmse = 2e-6;
-// The limit for the int8-activation decode matvecs (quantize_q8 + matvec_q8_<type>), as in tests/vk/vk_ops_test.cpp:
-// OpBench::run applies it when the kernel's name says quantize_q8.
+// The limit for the int8-activation decode matvecs (matvec_q8_<type>), as in tests/vk/vk_ops_test.cpp:
+// OpBench::run applies it when the kernel's name says matvec_q8.
 inline constexpr double kInt8ActivationsNmse = 2e-4;
 
 struct Column {

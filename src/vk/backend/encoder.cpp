@@ -1,6 +1,7 @@
 #include "vk/backend/encoder.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 
@@ -72,12 +73,30 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t elems) {
   return {f16_span_.buffer, f16_span_.offset, elems * 2};
 }
 
-BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
+BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {
+  GRETA_CHECK(bytes % 4 == 0, name);
+  return constant_buffer(std::vector<float>(std::max<uint64_t>(bytes / 4, 1), 0.f), name);  // 0.f: all bits zero
+}
+
+BufferSpan OpEncoder::q8_span_for(const Q8Source& src) {
   GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input <= 2, "int8 activations of ",
               src.rows, " x ", src.cols);
   const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;  // 32 codes + one f32 scale per block
-  if (q8_of_ == src) return {q8_span_.buffer, q8_span_.offset, bytes};
   if (q8_span_.size < bytes) q8_span_ = scratch_buffer(bytes, "int8 activations");
+  return {q8_span_.buffer, q8_span_.offset, bytes};
+}
+
+BufferSpan OpEncoder::q8_target(const Q8Source& src) {
+  const BufferSpan out = q8_span_for(src);
+  barrier();  // matvecs recorded earlier may still read the previous copy
+  q8_of_.reset();
+  q8_pending_ = src;
+  return out;
+}
+
+BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
+  if (q8_of_ == src) return q8_span_for(src);
+  const BufferSpan out = q8_span_for(src);
   barrier();  // matvecs recorded earlier may still read the previous copy
   const BufferSpan x = buffer(src.x);
   const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input == 2 ? buffer(src.up) : x;
@@ -94,8 +113,8 @@ BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
     float eps;
   } push{to_u32(src.cols, "columns"), to_u32(src.rows, "rows"), to_u32(src.x_row0, "row offset"), src.eps};
   const auto& p = pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
-  const BufferSpan out{q8_span_.buffer, q8_span_.offset, bytes};
   dispatch(p, {x, aux, out}, as_push(push), {std::min(push.rows, info().max_workgroup_count[0]), 1, 1});
+  note_variant("quantize_q8");
   barrier();
   q8_of_ = src;
   return out;
@@ -105,6 +124,7 @@ void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
   const auto written = [&](engine::BufferId b) { return std::find(writes.begin(), writes.end(), b) != writes.end(); };
   if (f16_of_ && written(*f16_of_)) f16_of_.reset();
   if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
+  if (q8_pending_) q8_of_ = std::exchange(q8_pending_, std::nullopt);  // made by the op just recorded
 }
 
 }  // namespace greta::vk

@@ -93,6 +93,8 @@ public:
   BufferSpan constant_buffer(const std::vector<float>& values, const std::string& name);
   // An uninitialised device buffer of `bytes`, alive as long as the prepared plan (attention's split partials).
   BufferSpan scratch_buffer(uint64_t bytes, const std::string& name);
+  // The same, filled with zero bytes (counters that the kernels return to zero).
+  BufferSpan zeroed_buffer(uint64_t bytes, const std::string& name);
 
   const ComputePipeline& pipeline(ShaderId id, std::initializer_list<SpecConstant> spec = {},
                                   const PipelineOptions& options = {});
@@ -112,6 +114,9 @@ public:
   // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
   // its buffers.
   BufferSpan q8_copy(const Q8Source& source);
+  // Where an op that makes `source` as int8 itself (decode attention's Q8_OUT) writes it: q8_copy(source) then returns
+  // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
+  BufferSpan q8_target(const Q8Source& source);
   // The plan buffers the op just recorded writes (invalidates f16_copy's and q8_copy's copies of them).
   void note_written(std::span<const engine::BufferId> writes);
 
@@ -123,8 +128,11 @@ private:
   std::optional<engine::BufferId> f16_of_;  // whose f16 copy f16_span_ holds (f16_elems_ values)
   uint64_t f16_elems_ = 0;
   BufferSpan f16_span_{};
-  std::optional<Q8Source> q8_of_;  // what q8_span_ holds
+  std::optional<Q8Source> q8_of_;       // what q8_span_ holds
+  std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
   BufferSpan q8_span_{};
+  // q8_span_ sized for `source` (a new buffer when it is too small).
+  BufferSpan q8_span_for(const Q8Source& source);
 };
 
 // Workgroup size of the simple elementwise kernels.

@@ -3,7 +3,9 @@
 //   model not an F32 one: attention_coopmat (16 queries x 32 keys per step on matrix cores; f16 Q, K, P, V)
 //   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout; for decode (<= 4 tokens) the
 //   keys are also split over workgroups (at most 64 splits of >= 64 keys, over the whole context since the length
-//   is only known on the device) and attention_combine merges the partial results.
+//   is only known on the device) and attention_combine merges the partial results; attention_decode (head dims
+//   that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as int8
+//   for the int8 output projection (attention_decode.comp).
 #include <algorithm>
 
 #include "core/error.h"
@@ -84,8 +86,21 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     PipelineOptions options;
     options.full_subgroups = true;
     if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
-    const auto& d = e.pipeline(ShaderId::attention_decode_f32, {{0, decode_local}}, options);
-    e.dispatch(d, {q, k, v, pos, out, partials}, as_push(split), {rows, uint32_t(splits), 1});
+    // The last workgroup of each row merges the splits (MERGE, attention_decode.comp's MAX_SPLITS), and with int8
+    // decode matvecs also writes the output projection's int8 input (Q8_OUT): no combine and no quantizer dispatch.
+    const bool merge = splits <= 64;
+    const bool q8_out = merge && e.q8_matvec() && op.head_dim_v % 32 == 0;
+    const BufferSpan counters = merge ? e.zeroed_buffer(uint64_t(rows) * 4, "attention split counters") : partials;
+    const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.n_tokens,
+                                                        .cols = op.n_heads * op.head_dim_v})
+                                 : out;  // stand-ins: every declared binding is bound
+    const auto& d = e.pipeline(ShaderId::attention_decode_f32, {{0, decode_local}, {1, merge}, {2, q8_out}}, options);
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
+    if (merge) {
+      e.note_variant(cat("attention_decode_f32 (", splits, " key splits of ", keys_per_split, ", merged by the last",
+                         q8_out ? "; int8 output)" : ")"));
+      return;
+    }
   } else {
     e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(splits), 1});
   }

@@ -69,6 +69,12 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
 
   const uint32_t fused_input = input;
   const bool q8 = e.q8_matvec() && has_weight_shader(WeightKernel::matvec_q8, w.type) && op.in_features % 32 == 0;
+  const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && op.in_features % 32 == 0;
+  const ShaderId id = weight_shader(q8      ? WeightKernel::matvec_q8
+                                    : block ? WeightKernel::matvec_block
+                                            : WeightKernel::matvec,
+                                    w.type);
+  e.note_variant(shader_blob(id).name);  // first, before the quantizer's name
   if (q8) {
     Q8Source src{.input = input, .rows = op.n_tokens, .cols = op.in_features};
     if (args.norm) {
@@ -102,18 +108,11 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
            to_u32(op.out_features, "out features"), x_row0, eps};
-    const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && push.cols % 32 == 0;
-    const ShaderId id = weight_shader(q8      ? WeightKernel::matvec_q8
-                                      : block ? WeightKernel::matvec_block
-                                              : WeightKernel::matvec,
-                                      w.type);
     const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens"), 1});
-    e.note_variant(shader_blob(id).name);
   }
-  if (q8) e.note_variant("quantize_q8");
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
   if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
   if (fused_input == kInSwiglu) e.note_variant("fused swiglu input");
