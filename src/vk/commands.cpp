@@ -86,6 +86,15 @@ void Recorder::dispatch(const ComputePipeline& pipeline, std::span<const BufferS
   ops_.push_back(std::move(op));
 }
 
+void Recorder::dispatch_indirect(const ComputePipeline& pipeline, std::span<const BufferSpan> buffers,
+                                 std::span<const std::byte> push, BufferSpan args,
+                                 std::array<uint32_t, 3> max_groups, std::string label) {
+  check_span(args, "indirect dispatch arguments");
+  if (args.size < 12 || args.offset % 4 != 0) fail("indirect dispatch arguments: 12 bytes at a multiple of 4 needed");
+  dispatch(pipeline, buffers, push, max_groups, std::move(label));
+  ops_.back().indirect = args;
+}
+
 void Recorder::barrier() {
   if (!ops_.empty() && ops_.back().kind != Kind::barrier) ops_.push_back(Op{.kind = Kind::barrier});
 }
@@ -248,7 +257,10 @@ void RecordedSequence::encode(const Recorder& recorder) {
     }
     if (profile) fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, query_pool_.get(), query);
     switch (op.kind) {
-      case Recorder::Kind::dispatch: fn.vkCmdDispatch(cb, op.groups[0], op.groups[1], op.groups[2]); break;
+      case Recorder::Kind::dispatch:
+        if (op.indirect) fn.vkCmdDispatchIndirect(cb, op.indirect->buffer, op.indirect->offset);
+        else fn.vkCmdDispatch(cb, op.groups[0], op.groups[1], op.groups[2]);
+        break;
       case Recorder::Kind::copy: {
         const VkBufferCopy region{op.buffers[0].offset, op.buffers[1].offset, op.buffers[0].size};
         fn.vkCmdCopyBuffer(cb, op.buffers[0].buffer, op.buffers[1].buffer, 1, &region);

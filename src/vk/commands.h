@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -55,6 +56,11 @@ public:
                 std::span<const std::byte> push, std::array<uint32_t, 3> groups, std::string label = "");
   void dispatch(const ComputePipeline& pipeline, std::span<const BufferSpan> buffers, std::span<const std::byte> push,
                 std::array<uint32_t, 3> groups, std::string label = "");
+  // The same with the workgroup counts read from `args` (3 uint32, vkCmdDispatchIndirect) when the command runs, so
+  // the host can change them between submissions of a recorded sequence; `max_groups` bounds them (checked here).
+  void dispatch_indirect(const ComputePipeline& pipeline, std::span<const BufferSpan> buffers,
+                         std::span<const std::byte> push, BufferSpan args, std::array<uint32_t, 3> max_groups,
+                         std::string label = "");
   // Orders everything recorded before it against everything after it (memory and execution).
   void barrier();
   // vkCmdCopyBuffer; src and dst sizes must be equal.
@@ -71,6 +77,7 @@ private:
     std::vector<BufferSpan> buffers{};  // dispatch: bindings; copy: {src, dst}; fill: {dst}
     std::vector<std::byte> push{};
     std::array<uint32_t, 3> groups{};
+    std::optional<BufferSpan> indirect{};  // dispatch: the workgroup counts' location (groups: their bounds)
     uint32_t fill_value = 0;
     std::string label{};
   };

@@ -1,6 +1,7 @@
 #include "vk/backend/encoder.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -38,6 +39,24 @@ const ComputePipeline& OpEncoder::pipeline(ShaderId id, std::initializer_list<Sp
 void OpEncoder::dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
                          std::span<const std::byte> push, std::array<uint32_t, 3> groups) {
   recorder_->dispatch(p, buffers, push, groups, label_);
+}
+
+void OpEncoder::dispatch_indirect(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
+                                  std::span<const std::byte> push, BufferSpan args,
+                                  std::array<uint32_t, 3> max_groups) {
+  recorder_->dispatch_indirect(p, std::span<const BufferSpan>(buffers.begin(), buffers.size()), push, args,
+                               max_groups, label_);
+}
+
+BufferSpan OpEncoder::step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits) {
+  GRETA_CHECK(rows > 0 && split_keys > 0 && max_splits > 0, "split groups");
+  res_.constants->push_back(res_.allocator->create_buffer(12, MemoryUse::upload, "attention split groups"));
+  const Buffer& b = res_.constants->back();
+  const uint32_t all[3] = {rows, max_splits, 1};  // valid until the first step writes it
+  std::memcpy(b.mapped(), all, sizeof all);
+  b.flush(0, sizeof all);
+  res_.step_groups->push_back({&b, rows, split_keys, max_splits});
+  return b.span();
 }
 
 uint32_t OpEncoder::groups_for(uint64_t items, uint32_t local) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -49,6 +50,13 @@ struct Q8Source {
   bool operator==(const Q8Source&) const = default;
 };
 
+// Workgroup counts that the backend writes before each step (OpEncoder::step_split_groups): decode attention runs
+// {rows, splits holding keys of the step's last position, 1} instead of every split of the context.
+struct StepSplitGroups {
+  const Buffer* args;  // host-visible, 3 uint32
+  uint32_t rows, split_keys, max_splits;
+};
+
 // How prefill matmuls pick their tile (op_matmul.cpp): forced > GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE > tuned
 // > the built-in default. A prepared plan keeps its own copy (what was set when it was prepared).
 struct MatmulTuning {
@@ -65,11 +73,12 @@ public:
     Transfer* transfer;
     const std::vector<DeviceWeight>* weights;
     const std::vector<BufferSpan>* buffers;  // by BufferId: the whole device buffer
-    std::vector<Buffer>* constants;          // per-plan constant buffers made while encoding (kept alive here)
+    std::deque<Buffer>* constants;  // per-plan buffers made while encoding (kept alive here; never move)
     MatmulKernel matmul;
     bool f16_attention;  // prefill attention may use the f16 cooperative-matrix kernel
     bool q8_matvec;      // decode matvecs of quantized weights may take int8 activations (matvec_q8_<type>)
     const MatmulTuning* tuning;  // prefill matmul tiles
+    std::vector<StepSplitGroups>* step_groups;  // written by the backend before each step
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
 
@@ -100,6 +109,12 @@ public:
                                   const PipelineOptions& options = {});
   void dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers, std::span<const std::byte> push,
                 std::array<uint32_t, 3> groups);
+  // A dispatch whose workgroup counts come from `args` (step_split_groups) when it runs, at most `max_groups`.
+  void dispatch_indirect(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
+                         std::span<const std::byte> push, BufferSpan args, std::array<uint32_t, 3> max_groups);
+  // Indirect dispatch arguments that the backend sets before every step to {rows, min(max_splits, (p +
+  // split_keys) / split_keys), 1}, p the step's last position: the key splits that hold keys.
+  BufferSpan step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits);
   // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
   void barrier() { recorder_->barrier(); }
   // Workgroups for a grid-stride loop over `items` with `local` invocations each, capped at the device limit.

@@ -95,10 +95,18 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                                         .cols = op.n_heads * op.head_dim_v})
                                  : out;  // stand-ins: every declared binding is bound
     const auto& d = e.pipeline(ShaderId::attention_decode_f32, {{0, decode_local}, {1, merge}, {2, q8_out}}, options);
-    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
     if (merge) {
-      e.note_variant(cat("attention_decode_f32 (", splits, " key splits of ", keys_per_split, ", merged by the last",
-                         q8_out ? "; int8 output)" : ")"));
+      // Only the splits that hold keys run: the backend writes their count before each step (a short context is
+      // one or two splits, not 64 workgroups per row that find no keys).
+      const BufferSpan groups = e.step_split_groups(rows, uint32_t(keys_per_split), uint32_t(splits));
+      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), groups,
+                          {rows, uint32_t(splits), 1});
+    } else {
+      e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
+    }
+    if (merge) {
+      e.note_variant(cat("attention_decode_f32 (up to ", splits, " key splits of ", keys_per_split,
+                         ", as many as hold keys, merged by the last", q8_out ? "; int8 output)" : ")"));
       return;
     }
   } else {

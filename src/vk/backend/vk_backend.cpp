@@ -1,11 +1,12 @@
 #include "vk/backend/vk_backend.h"
 
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -38,7 +39,8 @@ public:
   std::vector<BufferSpan> spans;                     // by BufferId
   const Buffer* tokens = nullptr;                    // host-visible
   const Buffer* positions = nullptr;                 // host-visible
-  std::vector<Buffer> constants;                     // made while encoding (rope frequencies)
+  std::deque<Buffer> constants;                      // made while encoding (rope frequencies, scratch)
+  std::vector<StepSplitGroups> step_groups;          // indirect dispatch sizes written before each step
   std::vector<std::string> variants;                 // by op index: the kernels the op uses
   MatmulTuning tuning;                               // the prefill matmul tiles as they were at prepare
   // The logits are copied into this mapped buffer at the end of every recording that runs the plan's last op, so
@@ -214,6 +216,7 @@ public:
     GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
     if (range.begin == range.end) return;
 
+    RecordedSequence& seq = sequence(p, range, profiling_);  // records on first use (registers step_groups)
     auto* tokens = static_cast<int32_t*>(p.tokens->mapped());
     auto* positions = static_cast<int32_t*>(p.positions->mapped());
     for (int64_t t = 0; t < n; ++t) {
@@ -222,8 +225,14 @@ public:
     }
     p.tokens->flush(0, uint64_t(n) * 4);
     p.positions->flush(0, uint64_t(n) * 4);
+    const uint64_t last_pos = uint64_t(step.start_pos + n - 1);
+    for (const StepSplitGroups& g : p.step_groups) {
+      const uint32_t used = uint32_t(std::min<uint64_t>(g.max_splits, (last_pos + g.split_keys) / g.split_keys));
+      const uint32_t groups[3] = {g.rows, used, 1};
+      std::memcpy(g.args->mapped(), groups, sizeof groups);
+      g.args->flush(0, sizeof groups);
+    }
 
-    RecordedSequence& seq = sequence(p, range, profiling_);
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
@@ -298,7 +307,7 @@ private:
     const OpEncoder::Resources resources{context_.get(), pipelines_.get(), allocator_.get(), transfer_.get(),
                                          &weights_,      &p.spans,         &p.constants,     options_.matmul,
                                          f16_attention_,
-                                         int8_activations(), &p.tuning};
+                                         int8_activations(), &p.tuning,  &p.step_groups};
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
