@@ -367,7 +367,7 @@ TEST_CASE("vk decode fusion: rmsnorm inside the matvecs that read it (every weig
 }
 
 TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual add), kept or not") {
-  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");  // swiglu fusion is off by default (VkBackendOptions)
+  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");  // off by default with f32 activations (VkBackendOptions)
   uint32_t seed = 1000;
   for (GgmlType type : test::k_all_weight_types)
     for (int64_t ffn : test::matmul_row_lengths(type))

@@ -97,7 +97,7 @@ public:
   const Context& context() const { return *context_; }
   bool int8_activations() const {
     return options_.q8_activations && context_->features().integer_dot_product &&
-           shader_available(ShaderId::quantize_q8);
+           shader_available(ShaderId::matvec_q8_q4_0);  // built when glslang has GL_EXT_integer_dot_product
   }
   bool cooperative_matrix() const {
     const DeviceInfo& info = context_->info();
