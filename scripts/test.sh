@@ -2,7 +2,8 @@
 # GRETA tests: builds (if needed) and runs every suite three ways:
 #   1. build/       Release build; CTest runs all suites (Vulkan ones on the first device: lavapipe without a GPU),
 #                   including greta_vk_tests_validation (Khronos validation layer on; any message fails the test);
-#   2. build-asan/  the same suites under AddressSanitizer + UndefinedBehaviorSanitizer.
+#   2. build-asan/  the same suites under AddressSanitizer + UndefinedBehaviorSanitizer (the Vulkan backend suite's
+#                   validation-layer run only in 1: under ASan it was most of CI's time).
 # Needs scripts/setup.sh to have run once. Fixtures come from ../shared (override with GRETA_SHARED_DIR).
 #   bash scripts/test.sh            # everything
 #   SKIP_ASAN=1 bash scripts/test.sh  # just the Release build (quick local loop)

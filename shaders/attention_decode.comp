@@ -51,6 +51,30 @@ shared bool is_last;
 shared float split_w[MAX_SPLITS];  // exp(m_s - max m) of each split (0 for splits without keys)
 shared float block_max[MAX_HEAD_DIM_V / 4];
 
+// MERGE: the row's merged output (invocation tid < head_dim_v / 4 holds dims 4 tid .. 4 tid + 3), and with Q8_OUT the
+// same as int8 per 32 dims (8 vec4, 8 invocations): d = max |out| / 127, code = roundEven(out * 127 / max).
+void write_row(uint th, uint t, uint h, vec4 merged) {
+  const uint tid = gl_LocalInvocationID.x, DV4 = pc.head_dim_v / 4;
+  if (tid < DV4) {
+    const uint at = th * pc.head_dim_v + 4 * tid;
+    o[at] = merged.x, o[at + 1] = merged.y, o[at + 2] = merged.z, o[at + 3] = merged.w;
+  }
+  if (!Q8_OUT) return;
+  const vec4 a = abs(merged);
+  if (tid < DV4) block_max[tid] = max(max(a.x, a.y), max(a.z, a.w));
+  barrier();
+  if (tid < DV4) {
+    float m = 0.0;
+    for (uint k = 0; k < 8u; ++k) m = max(m, block_max[(tid & ~7u) + k]);
+    const float inv = m > 0.0 ? 127.0 / m : 0.0;
+    const uvec4 c = uvec4(clamp(ivec4(roundEven(merged * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
+    const uint cols = pc.n_heads * pc.head_dim_v, row = t * (cols >> 5) * 9u;
+    const uint g = h * DV4 + tid;  // 4-element group within the token's row
+    q8[row + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
+    if ((tid & 7u) == 0u) q8[row + (cols >> 2) + (g >> 3)] = floatBitsToUint(m / 127.0);
+  }
+}
+
 // MERGE: called by every workgroup after writing its partial; the last one of row th merges the row.
 void merge_splits(uint th, uint t, uint h) {
   const uint tid = gl_LocalInvocationID.x, n_splits = gl_NumWorkGroups.y, row_floats = pc.head_dim_v + 2;
@@ -79,25 +103,9 @@ void merge_splits(uint th, uint t, uint h) {
       merged += split_w[s] * vec4(partials[b], partials[b + 1], partials[b + 2], partials[b + 3]);
     }
     merged /= den;
-    const uint at = th * pc.head_dim_v + 4 * tid;
-    o[at] = merged.x, o[at + 1] = merged.y, o[at + 2] = merged.z, o[at + 3] = merged.w;
   }
   if (tid == 0) counters[th] = 0u;  // every workgroup of this row has counted: ready for the next step
-  if (!Q8_OUT) return;
-  // int8 per 32 output dims (8 vec4, 8 invocations): d = max |out| / 127, code = roundEven(out * 127 / max).
-  const vec4 a = abs(merged);
-  if (tid < DV4) block_max[tid] = max(max(a.x, a.y), max(a.z, a.w));
-  barrier();
-  if (tid < DV4) {
-    float m = 0.0;
-    for (uint k = 0; k < 8u; ++k) m = max(m, block_max[(tid & ~7u) + k]);
-    const float inv = m > 0.0 ? 127.0 / m : 0.0;
-    const uvec4 c = uvec4(clamp(ivec4(roundEven(merged * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
-    const uint cols = pc.n_heads * pc.head_dim_v, row = t * (cols >> 5) * 9u;
-    const uint g = h * DV4 + tid;  // 4-element group within the token's row
-    q8[row + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
-    if ((tid & 7u) == 0u) q8[row + (cols >> 2) + (g >> 3)] = floatBitsToUint(m / 127.0);
-  }
+  write_row(th, t, h, merged);
 }
 
 void main() {
@@ -163,6 +171,20 @@ void main() {
   barrier();
   float big_m = -1.0 / 0.0;
   for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i]);
+  if (MERGE && gl_NumWorkGroups.y == 1u) {
+    // One split holds every key (a short context): the row is complete here, so no partial, counter or re-read.
+    // The host keeps head_dim_v / 4 <= the workgroup size.
+    float big_l = 0.0;
+    vec4 a = vec4(0.0);
+    for (uint i = 0; i < n_sg; ++i) {
+      if (sg_m[i] == -1.0 / 0.0) continue;
+      const float w = exp(sg_m[i] - big_m);
+      big_l += w * sg_l[i];
+      if (gl_LocalInvocationID.x < DV4) a += w * sg_acc[i * (MAX_HEAD_DIM_V / 4) + gl_LocalInvocationID.x];
+    }
+    write_row(th, t, h, a / big_l);
+    return;
+  }
   const uint base = (th * gl_NumWorkGroups.y + split) * (pc.head_dim_v + 2);
   for (uint d4 = gl_LocalInvocationID.x; d4 < DV4; d4 += gl_WorkGroupSize.x) {
     vec4 a = vec4(0.0);

@@ -10,8 +10,10 @@
 //   IN_RMSNORM  a = x row * (1 / sqrt(mean(x row^2) + eps)) * aux (the norm weight): the rmsnorm op itself
 //   IN_SWIGLU   a = silu(x row) * aux row (gate, up)
 // One workgroup per token row (grid-stride); WG invocations (spec constant 0, a power of two >= 8) each take one
-// 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum. Reductions go through
-// shared memory, so any subgroup size works. cols % 32 == 0.
+// 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum (any subgroup size
+// works); the sum of squares is reduced per subgroup, then across them in shared memory. cols % 32 == 0.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
 layout(constant_id = 1) const uint INPUT = IN_PLAIN;
@@ -41,14 +43,15 @@ void main() {
         const vec4 v = x4[x4_base + g];
         ss += dot(v, v);
       }
-      red[tid] = ss;
+      // Subgroup sums, then every invocation adds the (at most WG / subgroup size) of them: two barriers, where a
+      // shared-memory tree over 1024 invocations took ten (this kernel sits between two decode stages).
+      ss = subgroupAdd(ss);
+      if (subgroupElect()) red[gl_SubgroupID] = ss;
       barrier();
-      for (uint s = WG / 2; s > 0; s >>= 1) {
-        if (tid < s) red[tid] += red[tid + s];
-        barrier();
-      }
-      norm_scale = inversesqrt(red[0] / float(pc.cols) + pc.eps);
-      barrier();  // red[0] is read above before the groups below overwrite red
+      float total = 0.0;
+      for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];
+      norm_scale = inversesqrt(total / float(pc.cols) + pc.eps);
+      barrier();  // red is read above before the groups below overwrite it
     }
     // Steps of WG groups: WG and groups are multiples of 8, so a block never straddles two steps.
     for (uint base = 0; base < groups; base += WG) {

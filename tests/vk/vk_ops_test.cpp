@@ -255,7 +255,9 @@ TEST_CASE("vk kv write + attention: prefill and decode, GQA and MQA, head dims 6
 // workgroup and, with int8 matvecs, writes their input itself (no attention_combine, no quantize_q8 dispatch).
 TEST_CASE("vk decode attention merges its splits and feeds the int8 output projection") {
   uint32_t seed = 1300;
-  const test::AttentionShape shapes[] = {{1, 90, 8, 2, 64}, {3, 500, 8, 8, 128}, {1, 200, 32, 4, 40}};
+  // Positions < 32 (one split of 32 keys at ctx 512): the single-split path that writes the row directly.
+  const test::AttentionShape shapes[] = {{1, 90, 8, 2, 64}, {3, 500, 8, 8, 128}, {1, 200, 32, 4, 40},
+                                         {1, 10, 8, 2, 64}, {2, 20, 8, 8, 128}};
   for (const auto& s : shapes)
     for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q6_K, GgmlType::F16})
       for (bool q8 : {true, false}) {
