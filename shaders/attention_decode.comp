@@ -21,6 +21,7 @@
 // removes a stage per layer. Q8_OUT (spec constant 2, needs head_dim_v % 32 == 0): that workgroup also writes the
 // row's output as quantize_q8.comp would (int8 per 32 elements, its layout), the input of the int8 output
 // projection, which then needs no quantizer dispatch either.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
@@ -35,6 +36,7 @@ layout(binding = 6) coherent buffer Counters { uint counters[]; };  // MERGE: pe
 layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: quantize_q8.comp's layout
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
+#include "q8_rows.glsl"
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
 } pc;
@@ -52,7 +54,7 @@ shared float split_w[MAX_SPLITS];  // exp(m_s - max m) of each split (0 for spli
 shared float block_max[MAX_HEAD_DIM_V / 4];
 
 // MERGE: the row's merged output (invocation tid < head_dim_v / 4 holds dims 4 tid .. 4 tid + 3), and with Q8_OUT the
-// same as int8 per 32 dims (8 vec4, 8 invocations): d = max |out| / 127, code = roundEven(out * 127 / max).
+// same as int8 per 32 dims (8 vec4, 8 invocations; q8_rows.glsl).
 void write_row(uint th, uint t, uint h, vec4 merged) {
   const uint tid = gl_LocalInvocationID.x, DV4 = pc.head_dim_v / 4;
   if (tid < DV4) {
@@ -66,12 +68,10 @@ void write_row(uint th, uint t, uint h, vec4 merged) {
   if (tid < DV4) {
     float m = 0.0;
     for (uint k = 0; k < 8u; ++k) m = max(m, block_max[(tid & ~7u) + k]);
-    const float inv = m > 0.0 ? 127.0 / m : 0.0;
-    const uvec4 c = uvec4(clamp(ivec4(roundEven(merged * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
-    const uint cols = pc.n_heads * pc.head_dim_v, row = t * (cols >> 5) * 9u;
+    const uint cols = pc.n_heads * pc.head_dim_v, row = q8_row_base(t, cols);
     const uint g = h * DV4 + tid;  // 4-element group within the token's row
-    q8[row + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
-    if ((tid & 7u) == 0u) q8[row + (cols >> 2) + (g >> 3)] = floatBitsToUint(m / 127.0);
+    q8[row + g] = q8_pack(merged, m);
+    if ((tid & 7u) == 0u) q8[row + q8_scale_word(cols, g)] = q8_scale_bits(m);
   }
 }
 

@@ -20,8 +20,8 @@
 //
 // Two activation forms, one kernel body (the per-type code below is written once against MvAct / mv_dot):
 //   f32 (default)  x4[] holds the token rows as f32; codes become floats through the 2^23 trick above.
-//   X_Q8           the input was quantized by quantize_q8.comp: per token row, cols / 4 words of int8 codes (4 per
-//                  word, element order) then cols / 32 f32 scales, one per 32-element block (x = d * code). Per
+//   X_Q8           the input was quantized by quantize_q8.comp (int8 codes, one f32 scale d per 32 elements, x =
+//                  d * code; the row layout of q8_rows.glsl). Per
 //                  4 codes a slot takes one integer dot product (dotPacked4x8EXT, GL_EXT_integer_dot_product) and
 //                  the code sum (for the offsets and mins), converts once and multiplies by the block's scale:
 //                  about a quarter of the f32 form's instructions per weight byte, which is what bounds the f32
@@ -56,6 +56,9 @@ layout(push_constant) uniform Push {
   float eps;    // IN_RMSNORM
 } pc;
 #include "dequant.glsl"
+#if defined(X_Q8)
+#include "q8_rows.glsl"
+#endif
 
 const uint MAX_ROWS = 8;
 const uint MAX_SUBGROUPS = 64;
@@ -351,8 +354,7 @@ void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
   const uint t = gl_WorkGroupID.y;
 #if defined(X_Q8)
-  const uint xq_base = (pc.x_row0 + t) * (pc.cols >> 5) * 9u;  // a row: cols / 4 code words, cols / 32 scales
-  const uint xd_base = xq_base + (pc.cols >> 2);
+  const uint xq_base = q8_row_base(pc.x_row0 + t, pc.cols);
 #else
   const uint x4_base = (pc.x_row0 + t) * (pc.cols >> 2);
 #endif
@@ -368,7 +370,7 @@ void main() {
 #if defined(X_Q8)
         const uint g = mv_x4(s, j);
         a.q[j] = xq[xq_base + g];
-        a.d[j] = uintBitsToFloat(xq[xd_base + (g >> 3)]);
+        a.d[j] = uintBitsToFloat(xq[xq_base + q8_scale_word(pc.cols, g)]);
         a.s[j] = dotPacked4x8EXT(int(a.q[j]), 0x01010101);
 #else
         a.v[j] = mv_activation(x4_base, mv_x4(s, j), ss);

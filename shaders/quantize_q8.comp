@@ -2,9 +2,7 @@
 // Activation quantizer for the int8 decode matvecs (matvec_block.comp built with X_Q8): makes the matvec's input
 // from x and quantizes it per 32-element block to int8 with one f32 scale,
 //   d = max |a| / 127,  code = roundEven(a * 127 / max |a|)  (0 for an all-zero block),  a ~ d * code,
-// and writes, per token row t (row stride 9 * cols / 32 words):
-//   words [0, cols / 4)             the codes, 4 per word, element order (byte i of word g = element 4g + i)
-//   words [cols / 4, 9 * cols / 32)  the blocks' scales d as f32 bits
+// and writes token row t in the layout of q8_rows.glsl (cols / 4 code words, then cols / 32 scales).
 // The input a (spec constant 1, INPUT; the same modes as the matvec kernels' fused inputs):
 //   IN_PLAIN    a = x row x_row0 + t
 //   IN_RMSNORM  a = x row * (1 / sqrt(mean(x row^2) + eps)) * aux (the norm weight): the rmsnorm op itself
@@ -12,6 +10,7 @@
 // One workgroup per token row (grid-stride); WG invocations (spec constant 0, a power of two >= 8) each take one
 // 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum (any subgroup size
 // works); the sum of squares is reduced per subgroup, then across them in shared memory. cols % 32 == 0.
+#extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
@@ -21,6 +20,8 @@ layout(binding = 0) readonly buffer X { vec4 x4[]; };
 layout(binding = 1) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else x
 layout(binding = 2) writeonly buffer Q { uint q[]; };
 layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; } pc;
+
+#include "q8_rows.glsl"
 
 const uint WG = gl_WorkGroupSize.x;
 shared float red[WG];  // IN_RMSNORM: the sum of squares; then each group's max |a|
@@ -35,7 +36,7 @@ vec4 input_group(uint x4_base, uint g, float norm_scale) {
 void main() {
   const uint tid = gl_LocalInvocationID.x, groups = pc.cols >> 2;
   for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
-    const uint x4_base = (pc.x_row0 + row) * groups, q_base = row * (pc.cols >> 5) * 9u;
+    const uint x4_base = (pc.x_row0 + row) * groups, q_base = q8_row_base(row, pc.cols);
     float norm_scale = 1.0;
     if (INPUT == IN_RMSNORM) {
       float ss = 0.0;
@@ -65,10 +66,8 @@ void main() {
         const uint first = tid & ~7u;
         float m = 0.0;
         for (uint k = 0; k < 8u; ++k) m = max(m, red[first + k]);
-        const float inv = m > 0.0 ? 127.0 / m : 0.0;
-        const uvec4 c = uvec4(clamp(ivec4(roundEven(a * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
-        q[q_base + g] = c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
-        if ((g & 7u) == 0u) q[q_base + groups + (g >> 3)] = floatBitsToUint(m / 127.0);
+        q[q_base + g] = q8_pack(a, m);
+        if ((g & 7u) == 0u) q[q_base + q8_scale_word(pc.cols, g)] = q8_scale_bits(m);
       }
       barrier();  // red is overwritten by the next step
     }

@@ -100,7 +100,7 @@ BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {
 BufferSpan OpEncoder::q8_span_for(const Q8Source& src) {
   GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input <= 2, "int8 activations of ",
               src.rows, " x ", src.cols);
-  const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;  // 32 codes + one f32 scale per block
+  const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;  // q8_rows.glsl: 32 codes + a scale
   if (q8_span_.size < bytes) q8_span_ = scratch_buffer(bytes, "int8 activations");
   return {q8_span_.buffer, q8_span_.offset, bytes};
 }

@@ -1,0 +1,18 @@
+// int8 activation rows: what quantize_q8.comp and attention_decode.comp (Q8_OUT) write and matvec_block.comp (X_Q8)
+// reads. A token row of `cols` elements (cols % 32 == 0) takes 9 * cols / 32 words:
+//   words [0, cols / 4)             the codes, 4 per word in element order (byte i of word g = element 4g + i)
+//   words [cols / 4, 9 * cols / 32)  one f32 scale d per 32-element block (element ~ d * code)
+// A block's codes: d = max |a| / 127, code = roundEven(a * 127 / max |a|), all 0 for an all-zero block.
+
+// The row's first word.
+uint q8_row_base(uint row, uint cols) { return row * (cols >> 5) * 9u; }
+// The word (from the row's first) holding the scale of 4-element group g's block.
+uint q8_scale_word(uint cols, uint g) { return (cols >> 2) + (g >> 3); }
+// The codes of the 4 elements `a` of a block whose largest magnitude is `block_max`, packed into one word.
+uint q8_pack(vec4 a, float block_max) {
+  const float inv = block_max > 0.0 ? 127.0 / block_max : 0.0;
+  const uvec4 c = uvec4(clamp(ivec4(roundEven(a * inv)), ivec4(-127), ivec4(127))) & 0xFFu;
+  return c.x | (c.y << 8) | (c.z << 16) | (c.w << 24);
+}
+// The block's scale d, as stored.
+uint q8_scale_bits(float block_max) { return floatBitsToUint(block_max / 127.0); }
