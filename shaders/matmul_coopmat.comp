@@ -6,12 +6,16 @@
 // Tiling: a workgroup of WM x WN subgroups (spec constants 3 and 4; local size = WM * WN * the subgroup size, spec
 // constant 0; the host pins the subgroup size and requires full subgroups) computes a BM x BN tile of C (spec
 // constants 1 and 2); subgroup s owns the (BM/WM) x (BN/WN) block (s / WN, s % WN) as FM x FN (each <= 4)
-// accumulator fragments of 16 x 16. K advances in steps of BK (spec constant 6, 32 by default): X[BM, BK] (converted to f16) and the
-// dequantized W[BN, BK] (f16) are staged in shared memory as uvec4 (8 halves), both row-major by their M / N index
-// with a padded stride of LDS uvec4 (80 bytes for BK = 32), so W's tile read column-major is
-// exactly B = W^T [K, N]. The next K step's global loads are issued into registers before the current step's
-// multiply-adds, so their latency hides behind the matrix work.
-//
+// accumulator fragments of 16 x 16. K advances in steps of BK (spec constant 6, a multiple of 16): X[BM, BK]
+// (converted to f16) and the dequantized W[BN, BK] (f16) are staged in shared memory as uvec4 (8 halves), both
+// row-major by their M / N index with a padded stride of LDS uvec4 (80 bytes for BK = 32: 8 consecutive fragment rows
+// then fall in 8 distinct groups of 4 banks), so W's tile read column-major is exactly B = W^T [K, N].
+// Pipelining: shared memory holds two stages. While the subgroups multiply stage s, each invocation's global loads
+// for the K step DEPTH steps ahead are in flight as raw words in registers (load_*_raw: no use of the data, so nothing
+// waits for them); after its multiply-adds it decodes the next step's words (decode_*: dequantization, zeros past the
+// matrix) into stage s ^ 1, and one barrier per K step publishes them (stage s ^ 1 was last read before the previous
+// step's barrier). The per-subgroup f32 tiles that edge blocks use at the end alias the stages (after the loop's last
+// barrier).
 // Fragments are named variables (a0..a3, b0..b3, c00..c33) guarded by spec-constant conditions, not arrays indexed
 // in loops: on the NVIDIA H100 driver, arrays of cooperative matrices with spec-constant loop bounds ran the
 // multiply-adds at ~28 TFLOP/s, named fragments at 63 (same tile, f16, 4096^3).
@@ -25,12 +29,20 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
+#if defined(WTYPE_F16) || defined(WTYPE_Q4_K)
+layout(binding = 0) readonly buffer WeightVec { uvec4 weight_vec[]; };  // the same buffer in 16-byte words
+#endif
 #if defined(X_F16)
-layout(binding = 1) readonly buffer X { uvec2 xh[]; };  // X already f16 (convert_f16.comp): 4 halves per element
+// X already f16 (convert_f16.comp), 8 halves per uvec4; the host rounds the buffer up to whole uvec4.
+layout(binding = 1) readonly buffer X { uvec4 xh[]; };
 #else
 layout(binding = 1) readonly buffer X { vec4 x4[]; };  // K % 4 == 0: every row of X starts on a vec4
 #endif
 layout(binding = 2) buffer Y { float y[]; };
+// SPLIT_K > 1: split z > 0 writes its partial C[M, N] (row stride N = pc.rows) at (z - 1) * partial_stride() here,
+// and the host adds the partials into y afterwards (op_matmul.cpp). With SPLIT_K == 1 the host binds y again (never
+// touched).
+layout(binding = 3) buffer Partial { float part[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
@@ -42,6 +54,14 @@ layout(constant_id = 3) const uint WM = 2;
 layout(constant_id = 4) const uint WN = 2;
 layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 layout(constant_id = 6) const uint BK = 32;  // a multiple of 16
+layout(constant_id = 7) const uint DEPTH = 2;  // K steps between a load's issue and its store: 1 or 2
+// K % BK != 0: the last K step is partial (elements past K are zeros). false lets the loads skip every K check.
+layout(constant_id = 8) const bool K_TAIL = true;
+// K % 8 != 0 (X_F16): an item's 8 halves may straddle two uvec4 of X. false keeps one 16-byte load per item.
+layout(constant_id = 9) const bool X_SPLIT = true;
+// Split-K: workgroup z of the grid's SPLIT_K multiplies K steps [z * KC, (z + 1) * KC) (KC: K / SPLIT_K rounded up to
+// whole K steps). Fills the device when the tiles of C are too few (512 x 4096 on 128 x 128 tiles: 128 workgroups).
+layout(constant_id = 10) const uint SPLIT_K = 1;
 const uint SM = BM / WM, SN = BN / WN;  // one subgroup's block of C
 const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N (the host keeps both <= 4)
 const uint G = BK / 8;                  // uvec4 (8 halves) per staged row
@@ -49,34 +69,92 @@ const uint LDS = G + 1;                 // row stride in uvec4: odd, so 16-byte 
 const uint WG = gl_WorkGroupSize.x;
 const uint W_ITEMS = (BN * G + WG - 1) / WG;  // uvec4 staged per invocation and K step (host: <= 4)
 const uint X_ITEMS = (BM * G + WG - 1) / WG;
-shared uvec4 xs[BM * LDS];
-shared uvec4 ws[BN * LDS];
-shared float cs[WM * WN * 256];
+const uint XS = BM * LDS;  // one stage: X rows [0, XS), then W rows
+const uint STAGE = XS + BN * LDS;
+const uint CS = WM * WN * 64;        // the edge tiles: 16 x 16 f32 = 64 uvec4 per subgroup
+shared uvec4 smem[2 * STAGE > CS ? 2 * STAGE : CS];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
+// Floats between two splits' partials: M * N rounded up to 64 (256 bytes), so each partial can be bound on its own
+// at any storage-buffer offset alignment (the host computes the same).
+uint partial_stride() { return (pc.n_tokens * pc.rows + 63u) / 64u * 64u; }
+
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
 
-// Elements k..k+7 of weight row n (zeros past the matrix) as 8 halves. K % 4 == 0, so the second half of the 8 is
-// either wholly inside the row or wholly past it.
-uvec4 load_w8(uint n, uint k) {
-  if (n >= pc.rows || k >= pc.cols) return uvec4(0);
-  const uint row = n * pc.row_bytes;
+// ---- staging loads, split in two --------------------------------------------------------------------------------
+// load_*_raw issues the global loads of one staged uvec4 (8 halves of a row) into registers and does nothing with
+// the data; decode_* turns those words into 8 halves after the K step's multiply-adds. A load whose data were used
+// before the multiply-adds would stall the subgroup there (measured: the global loads cost 2-3x the kernel's time
+// when decoded at once). Loads are branch-free: indices are clamped into the matrix, and decode_* zeroes elements
+// past it. K % 4 == 0, so the second half of the 8 is either wholly inside the row or wholly past it.
+struct Raw {
+  uvec4 a;
+  uvec4 b;
+};
+
+// `row`: the byte offset of the (clamped) weight row.
+Raw load_w_raw(uint row, uint k) {
+  if (K_TAIL) k = k < pc.cols ? k : 0u;
+  Raw r;
+  r.b = uvec4(0u);
 #if defined(WTYPE_F16)
-  const uint b = row + 2u * k;  // already f16: copy the words
-  return uvec4(read_u32_unaligned(b), read_u32_unaligned(b + 4u),
-               k + 4u < pc.cols ? read_u32_unaligned(b + 8u) : 0u, k + 4u < pc.cols ? read_u32_unaligned(b + 12u) : 0u);
+  // Rows of a multiple of 16 bytes (K % 8 == 0): one 16-byte load; else 8-byte aligned words.
+  const uint b = row + 2u * k;
+  if ((pc.row_bytes & 15u) == 0u) {
+    r.a = weight_vec[b >> 4];
+  } else {
+    const uint w = b >> 2;
+    const bool whole = !K_TAIL || k + 4u < pc.cols;
+    r.a = uvec4(weight_words[w], weight_words[w + 1u], whole ? weight_words[w + 2u] : 0u,
+                whole ? weight_words[w + 3u] : 0u);
+  }
+#elif defined(WTYPE_Q4_0)
+  // Q4_0 blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code bytes
+  // qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16; j = k % 32 is 0, 8, 16 or 24).
+  const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
+  const uint last = (pc.rows * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
+  r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
+              weight_words[min((cb >> 2) + 2u, last)]);
 #elif defined(WTYPE_Q4_K)
-  // k % 8 == 0, so the 8 elements share one 32-element sub-block: its 6-bit scale and min are decoded once and the
-  // codes come from 2 words (144-byte super-blocks keep rows word-aligned), where two dequant4 calls read the block
-  // header, scale bytes and codes twice. Same expression as dequant.glsl: w = (d * sc) * q - dmin * mn.
-  const uint blk = (row >> 2) + (k >> 8) * 36u, j = k & 255u, s = j >> 5;
-  const vec2 dm = unpackHalf2x16(weight_words[blk]);
-  const uint w1 = weight_words[blk + 1u], w2 = weight_words[blk + 2u], w3 = weight_words[blk + 3u];  // scales[12]
+  // Q4_K super-blocks of 144 bytes keep rows 16-byte aligned: one 16-byte load of d, dmin and the 12 scale bytes,
+  // and the 2 words of the 8 elements' codes.
+  const uint blk = (row >> 4) + (k >> 8) * 9u, j = k & 255u;
+  r.a = weight_vec[blk];
+  const uint q0 = blk * 4u + 4u + 8u * (j >> 6) + ((j & 31u) >> 2);
+  r.b.xy = uvec2(weight_words[q0], weight_words[q0 + 1u]);
+#else
+  // Other types: decoded here with dequant.glsl (their loads and math are not yet separated).
+  r.a = pack8(dequant4(row, k), !K_TAIL || k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
+#endif
+  return r;
+}
+
+// `inside`: the weight row exists.
+uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
+  if (!inside || (K_TAIL && k >= pc.cols)) return uvec4(0u);
+#if defined(WTYPE_F16)
+  return r.a;
+#elif defined(WTYPE_Q4_0)
+  const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
+  const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
+  const uint s = (cb & 2u) * 8u;  // the code bytes start 0 or 2 bytes into r.a.y
+  const uint lo = s == 0u ? r.a.y : (r.a.y >> 16) | (r.a.z << 16);
+  const uint hi = s == 0u ? r.a.z : (r.a.z >> 16) | (r.a.w << 16);
+  const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
+  const uvec4 q0 = dq_bytes(lo >> nib) & 0x0Fu, q1 = dq_bytes(hi >> nib) & 0x0Fu;
+  precise const vec4 a = vec4(ivec4(q0) - 8) * d, b = vec4(ivec4(q1) - 8) * d;
+  return pack8(a, !K_TAIL || k + 4u < pc.cols ? b : vec4(0.0));
+#elif defined(WTYPE_Q4_K)
+  // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. Same expression as
+  // dequant.glsl: w = (d * sc) * q - dmin * mn.
+  const uint j = k & 255u, s = j >> 5;
+  const vec2 dm = unpackHalf2x16(r.a.x);
+  const uint w1 = r.a.y, w2 = r.a.z, w3 = r.a.w;  // scales[12]
   uint sc, mn;
   if (s < 4u) {
     sc = (w1 >> (8u * s)) & 63u;  // scales[s]
@@ -86,46 +164,104 @@ uvec4 load_w8(uint n, uint k) {
     sc = (packed & 0x0Fu) | (((w1 >> (t + 6u)) & 3u) << 4);     // high bits from scales[s - 4]
     mn = (packed >> 4) | (((w2 >> (t + 6u)) & 3u) << 4);        // high bits from scales[s]
   }
-  const uint q0 = blk + 4u + 8u * (j >> 6) + ((j & 31u) >> 2), shift = (j & 32u) >> 3;
-  const uvec4 lo = dq_bytes(weight_words[q0] >> shift) & 0x0Fu, hi = dq_bytes(weight_words[q0 + 1u] >> shift) & 0x0Fu;
+  const uint shift = (j & 32u) >> 3;
+  const uvec4 lo = dq_bytes(r.b.x >> shift) & 0x0Fu, hi = dq_bytes(r.b.y >> shift) & 0x0Fu;
   precise const float d1 = dm.x * float(sc), m1 = dm.y * float(mn);
   precise const vec4 a = d1 * vec4(lo) - m1, b = d1 * vec4(hi) - m1;
   return pack8(a, b);
 #else
-  return pack8(dequant4(row, k), k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
+  return r.a;
 #endif
 }
 
-// Elements k..k+7 of activation row m (zeros past the matrix) as 8 halves.
-uvec4 load_x8(uint m, uint k) {
-  if (m >= pc.n_tokens || k >= pc.cols) return uvec4(0);
-  const uint at = (m * pc.cols + k) / 4u;
+// `row`: the element offset of the (clamped) activation row.
+Raw load_x_raw(uint row, uint k) {
+  if (K_TAIL) k = k < pc.cols ? k : 0u;
+  const bool whole = !K_TAIL || k + 4u < pc.cols;
+  Raw r;
 #if defined(X_F16)
-  const uvec2 lo = xh[at], hi = k + 4u < pc.cols ? xh[at + 1u] : uvec2(0u);
-  return uvec4(lo, hi);
+  // Element e = row + k is a multiple of 4: it starts a uvec4 whenever K % 8 == 0; else its upper half and the
+  // lower half of the next may be needed.
+  const uint e = row + k, at = e / 8u;
+  r.a = xh[at];
+  r.b = X_SPLIT && (e & 4u) != 0u && whole ? xh[at + 1u] : uvec4(0u);
 #else
-  return pack8(x4[at], k + 4u < pc.cols ? x4[at + 1u] : vec4(0.0));
+  const uint at = (row + k) / 4u;
+  r.a = floatBitsToUint(x4[at]);
+  r.b = whole ? floatBitsToUint(x4[at + 1u]) : uvec4(0u);
+#endif
+  return r;
+}
+
+uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
+  if (!inside || (K_TAIL && k >= pc.cols)) return uvec4(0u);
+  const bool whole = !K_TAIL || k + 4u < pc.cols;
+#if defined(X_F16)
+  if (!X_SPLIT || ((row + k) & 4u) == 0u) return whole ? r.a : uvec4(r.a.xy, 0u, 0u);
+  return uvec4(r.a.zw, whole ? r.b.xy : uvec2(0u));
+#else
+  return pack8(uintBitsToFloat(r.a), whole ? uintBitsToFloat(r.b) : vec4(0.0));
 #endif
 }
 
-// Staging item i of this invocation: row (item / G) of the tile, columns 8 * (item % G) .. + 7.
-#define W_LOAD(i) if (i < W_ITEMS && tid + i * WG < BN * G) wr##i = load_w8(n0 + (tid + i * WG) / G, k0 + 8 * ((tid + i * WG) % G));
-#define X_LOAD(i) if (i < X_ITEMS && tid + i * WG < BM * G) xr##i = load_x8(m0 + (tid + i * WG) / G, k0 + 8 * ((tid + i * WG) % G));
-#define W_STORE(i) if (i < W_ITEMS && tid + i * WG < BN * G) ws[((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = wr##i;
-#define X_STORE(i) if (i < X_ITEMS && tid + i * WG < BM * G) xs[((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = xr##i;
-#define LOAD_ALL W_LOAD(0) W_LOAD(1) W_LOAD(2) W_LOAD(3) X_LOAD(0) X_LOAD(1) X_LOAD(2) X_LOAD(3)
-#define STORE_ALL W_STORE(0) W_STORE(1) W_STORE(2) W_STORE(3) X_STORE(0) X_STORE(1) X_STORE(2) X_STORE(3)
+// Staging item i of this invocation: row (item / G) of the tile, columns 8 * (item % G) .. + 7. Its row offset and
+// whether the row exists are fixed for the whole loop (ITEM_SETUP). Register set S (0 or 1) holds the raw words of one
+// K step; with DEPTH 2 the two sets alternate.
+#define W_OK(i) (i < W_ITEMS && tid + i * WG < BN * G)
+#define X_OK(i) (i < X_ITEMS && tid + i * WG < BM * G)
+#define ITEM_SETUP(i)                                                                                         \
+  const uint wn##i = n0 + (tid + i * WG) / G, xm##i = m0 + (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G); \
+  const bool win##i = wn##i < pc.rows, xin##i = xm##i < pc.n_tokens;                                          \
+  const uint wrow##i = min(wn##i, pc.rows - 1u) * pc.row_bytes, xrow##i = min(xm##i, pc.n_tokens - 1u) * pc.cols;
+#define W_LOAD(S, i, kk) if (W_OK(i)) wr##S##i = load_w_raw(wrow##i, (kk) + kc##i);
+#define X_LOAD(S, i, kk) if (X_OK(i)) xr##S##i = load_x_raw(xrow##i, (kk) + kc##i);
+#define W_STORE(S, i, kk, st) \
+  if (W_OK(i)) smem[(st) + XS + ((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = decode_w(wr##S##i, win##i, wrow##i, (kk) + kc##i);
+#define X_STORE(S, i, kk, st) \
+  if (X_OK(i)) smem[(st) + ((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = decode_x(xr##S##i, xin##i, xrow##i, (kk) + kc##i);
+#define LOAD_SET(S, kk) \
+  W_LOAD(S, 0, kk) W_LOAD(S, 1, kk) W_LOAD(S, 2, kk) W_LOAD(S, 3, kk) \
+  X_LOAD(S, 0, kk) X_LOAD(S, 1, kk) X_LOAD(S, 2, kk) X_LOAD(S, 3, kk)
+#define STORE_SET(S, kk, st) \
+  W_STORE(S, 0, kk, st) W_STORE(S, 1, kk, st) W_STORE(S, 2, kk, st) W_STORE(S, 3, kk, st) \
+  X_STORE(S, 0, kk, st) X_STORE(S, 1, kk, st) X_STORE(S, 2, kk, st) X_STORE(S, 3, kk, st)
 
-#define A_LOAD(i) if (i < FM) coopMatLoad(a##i, xs, (sm * SM + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
-#define B_LOAD(j) if (j < FN) coopMatLoad(b##j, ws, (sn * SN + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
+#define A_LOAD(i) if (i < FM) coopMatLoad(a##i, smem, st + (sm * SM + i * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutRowMajor);
+#define B_LOAD(j) if (j < FN) coopMatLoad(b##j, smem, st + XS + (sn * SN + j * 16) * LDS + ks, LDS, gl_CooperativeMatrixLayoutColumnMajor);
 #define MMA(i, j) if (i < FM && j < FN) c##i##j = coopMatMulAdd(a##i, b##j, c##i##j);
 #define MMA_ROW(i) MMA(i, 0) MMA(i, 1) MMA(i, 2) MMA(i, 3)
+// The multiply-adds of one K step on the stage at stage_base.
+#define COMPUTE(stage_base)                                                        \
+  {                                                                                \
+    const uint st = (stage_base);                                                  \
+    [[unroll]] for (uint ks = 0; ks < G; ks += 2) { /* 16 halves = 2 uvec4 */      \
+      FRAG_A a0, a1, a2, a3;                                                       \
+      FRAG_B b0, b1, b2, b3;                                                       \
+      A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)                                      \
+      B_LOAD(0) B_LOAD(1) B_LOAD(2) B_LOAD(3)                                      \
+      MMA_ROW(0) MMA_ROW(1) MMA_ROW(2) MMA_ROW(3)                                  \
+    }                                                                              \
+  }
 
-// Output block (i, j) of this subgroup: straight to y when whole, else through cs with bounds checks.
+// Output block (i, j) of this subgroup: straight to y when whole, else through its f32 tile in smem (64 uvec4 at
+// sg * 64, row stride 4 uvec4 = 16 floats) with bounds checks.
 #define STORE_C(i, j)                                                                                         \
   if (i < FM && j < FN) {                                                                                     \
     const uint bm = m0 + sm * SM + i * 16, bn = n0 + sn * SN + j * 16;                                        \
-    if (bm + 16 <= pc.n_tokens && bn + 16 <= pc.rows) {                                                       \
+    if (z > 0u) {                                                                                             \
+      if (bm + 16 <= pc.n_tokens && bn + 16 <= pc.rows) {                                                     \
+        coopMatStore(c##i##j, part, part0 + bm * pc.rows + bn, pc.rows, gl_CooperativeMatrixLayoutRowMajor);   \
+      } else {                                                                                                \
+        coopMatStore(c##i##j, smem, sg * 64, 4, gl_CooperativeMatrixLayoutRowMajor);                          \
+        subgroupMemoryBarrierShared();                                                                        \
+        subgroupBarrier();                                                                                    \
+        for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {                               \
+          const uint m = bm + e / 16, n = bn + e % 16;                                                        \
+          if (m < pc.n_tokens && n < pc.rows) part[part0 + m * pc.rows + n] = uintBitsToFloat(smem[sg * 64 + e / 4][e % 4]); \
+        }                                                                                                     \
+        subgroupBarrier();                                                                                    \
+      }                                                                                                       \
+    } else if (bm + 16 <= pc.n_tokens && bn + 16 <= pc.rows) {                                                \
       const uint at = bm * pc.out_stride + pc.out_row0 + bn;                                                  \
       if (ACCUMULATE) {                                                                                       \
         FRAG_C prior;                                                                                         \
@@ -134,14 +270,15 @@ uvec4 load_x8(uint m, uint k) {
       }                                                                                                       \
       coopMatStore(c##i##j, y, at, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor);                        \
     } else {                                                                                                  \
-      coopMatStore(c##i##j, cs, sg * 256, 16, gl_CooperativeMatrixLayoutRowMajor);                            \
+      coopMatStore(c##i##j, smem, sg * 64, 4, gl_CooperativeMatrixLayoutRowMajor);                            \
       subgroupMemoryBarrierShared();                                                                          \
       subgroupBarrier();                                                                                      \
       for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {                                 \
         const uint m = bm + e / 16, n = bn + e % 16;                                                          \
         if (m < pc.n_tokens && n < pc.rows) {                                                                 \
           const uint at = m * pc.out_stride + pc.out_row0 + n;                                                \
-          y[at] = ACCUMULATE ? y[at] + cs[sg * 256 + e] : cs[sg * 256 + e];                                   \
+          const float v = uintBitsToFloat(smem[sg * 64 + e / 4][e % 4]);                                    \
+          y[at] = ACCUMULATE ? y[at] + v : v;                                                                 \
         }                                                                                                     \
       }                                                                                                       \
       subgroupBarrier();                                                                                      \
@@ -157,23 +294,46 @@ void main() {
   FRAG_C c10 = FRAG_C(0.0), c11 = FRAG_C(0.0), c12 = FRAG_C(0.0), c13 = FRAG_C(0.0);
   FRAG_C c20 = FRAG_C(0.0), c21 = FRAG_C(0.0), c22 = FRAG_C(0.0), c23 = FRAG_C(0.0);
   FRAG_C c30 = FRAG_C(0.0), c31 = FRAG_C(0.0), c32 = FRAG_C(0.0), c33 = FRAG_C(0.0);
-  uvec4 wr0, wr1, wr2, wr3, xr0, xr1, xr2, xr3;
+  Raw wr00, wr01, wr02, wr03, xr00, xr01, xr02, xr03;  // register set 0
+  Raw wr10, wr11, wr12, wr13, xr10, xr11, xr12, xr13;  // register set 1 (DEPTH 2)
+  ITEM_SETUP(0) ITEM_SETUP(1) ITEM_SETUP(2) ITEM_SETUP(3)
 
-  uint k0 = 0;
-  LOAD_ALL
-  for (; k0 < pc.cols;) {
-    STORE_ALL
+  // This workgroup's K steps: [k_begin, K).
+  const uint z = gl_WorkGroupID.z;
+  const uint KC = ((pc.cols + SPLIT_K - 1) / SPLIT_K + BK - 1) / BK * BK;
+  const uint k_begin = z * KC, K = min(pc.cols, k_begin + KC);
+  const uint part0 = z > 0u ? (z - 1u) * partial_stride() : 0u;
+  LOAD_SET(0, k_begin)
+  STORE_SET(0, k_begin, 0)
+  if (DEPTH == 1) {
     barrier();
-    k0 += BK;
-    if (k0 < pc.cols) { LOAD_ALL }  // the next step's loads, in flight during the multiply-adds below
-    [[unroll]] for (uint ks = 0; ks < G; ks += 2) {  // 16 halves = 2 uvec4 per fragment step
-      FRAG_A a0, a1, a2, a3;
-      FRAG_B b0, b1, b2, b3;
-      A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)
-      B_LOAD(0) B_LOAD(1) B_LOAD(2) B_LOAD(3)
-      MMA_ROW(0) MMA_ROW(1) MMA_ROW(2) MMA_ROW(3)
+    // Step at k: stage s holds it; the loads of k + BK are in flight during its multiply-adds, then go to stage s ^ 1
+    // (last read before the previous step's barrier).
+    for (uint k = k_begin, s = 0; k < K; k += BK, s ^= 1u) {
+      const bool more = k + BK < K;
+      if (more) { LOAD_SET(0, k + BK) }
+      COMPUTE(s * STAGE)
+      if (more) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE) }
+      barrier();
     }
+  } else {
+    if (k_begin + BK < K) { LOAD_SET(1, k_begin + BK) }
     barrier();
+    // Two steps per iteration, so each register set has a fixed name. Step at k (stage s, set s): the loads of
+    // k + 2 BK go into set s (stored in the previous step), set s ^ 1 (loaded a step earlier) goes to stage s ^ 1.
+    for (uint k = k_begin; k < K;) {
+      if (k + 2 * BK < K) { LOAD_SET(0, k + 2 * BK) }
+      COMPUTE(0)
+      if (k + BK < K) { STORE_SET(1, k + BK, STAGE) }
+      barrier();
+      k += BK;
+      if (k >= K) break;
+      if (k + 2 * BK < K) { LOAD_SET(1, k + 2 * BK) }
+      COMPUTE(STAGE)
+      if (k + BK < K) { STORE_SET(0, k + BK, 0) }
+      barrier();
+      k += BK;
+    }
   }
   STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
 }

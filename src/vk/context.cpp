@@ -78,6 +78,12 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   const bool int_dot = info_.integer_dot_product && (v13 || info_.has_integer_dot_product_ext);
   if (int_dot && !v13) extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.has_portability_subset) extensions.push_back("VK_KHR_portability_subset");  // required when present
+  // GRETA_VK_PIPELINE_STATS=1: the driver's statistics per pipeline (registers, spills, shared memory: whatever it
+  // reports) on stderr as pipelines are created, for tuning kernels. Off by default: capturing them may slow
+  // compilation.
+  const char* stats_env = std::getenv("GRETA_VK_PIPELINE_STATS");
+  const bool stats = stats_env && std::string_view(stats_env) == "1" && info_.has_pipeline_executable_properties;
+  if (stats) extensions.push_back(VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
 
   // --- features: exactly those the device has and GRETA's shaders use -------------------------------------------
   // Individual feature structs (not VkPhysicalDeviceVulkan1xFeatures) so the same code serves 1.2 and 1.3 devices.
@@ -106,6 +112,8 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   coopmat_features.cooperativeMatrix = VK_TRUE;
   auto int_dot_features = vk_struct<VkPhysicalDeviceShaderIntegerDotProductFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
   int_dot_features.shaderIntegerDotProduct = VK_TRUE;  // int8 activations x packed codes in the decode matvecs
+  auto stats_features = vk_struct<VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR);
+  stats_features.pipelineExecutableInfo = VK_TRUE;
 
   // The same promotion rules as the query (device_info.cpp): version 1.2 is guaranteed for a usable device.
   auto supported = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
@@ -129,6 +137,8 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   if (info_.subgroup_size_control) chain.add(size_control);
   if (coopmat) chain.add(coopmat_features);
   if (int_dot) chain.add(int_dot_features);
+  if (stats) chain.add(stats_features);
+  features_.pipeline_statistics = stats;
 
   features_.shader_float16 = info_.shader_float16;
   features_.shader_int8 = info_.shader_int8;

@@ -176,6 +176,7 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   const auto exts = device_extensions(device);
   info.has_push_descriptor = has(exts, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
   info.has_memory_budget = has(exts, VK_EXT_MEMORY_BUDGET_EXTENSION_NAME);
+  info.has_pipeline_executable_properties = has(exts, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   info.has_integer_dot_product_ext = has(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   info.has_subgroup_size_control_ext = has(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   info.has_portability_subset = has(exts, "VK_KHR_portability_subset");

@@ -92,6 +92,7 @@ struct DeviceInfo {
   bool has_push_descriptor = false;
   uint32_t max_push_descriptors = 0;  // bindings one push-descriptor set may hold
   bool has_memory_budget = false;
+  bool has_pipeline_executable_properties = false;  // VK_KHR_pipeline_executable_properties (compiler statistics)
   bool has_subgroup_size_control_ext = false;  // needed below Vulkan 1.3 for the size-control fields above
   bool has_cooperative_matrix = false;         // VK_KHR_cooperative_matrix extension and its feature
   bool has_integer_dot_product_ext = false;    // VK_KHR_shader_integer_dot_product (core in 1.3)

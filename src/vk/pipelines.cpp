@@ -19,6 +19,40 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// GRETA_VK_PIPELINE_STATS=1: one stderr line per pipeline executable with every statistic the driver reports
+// (VK_KHR_pipeline_executable_properties), e.g. register counts and spills, to explain a kernel's speed.
+void print_statistics(const DeviceDispatch& d, VkPipeline pipeline, const char* name, const std::vector<SpecConstant>& spec) {
+  auto pipeline_info = vk_struct<VkPipelineInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_INFO_KHR);
+  pipeline_info.pipeline = pipeline;
+  uint32_t count = 0;
+  GRETA_VK_CHECK(d.fn.vkGetPipelineExecutablePropertiesKHR(d.device, &pipeline_info, &count, nullptr));
+  std::string spec_text;
+  for (const SpecConstant& s : spec) spec_text += cat(spec_text.empty() ? "" : " ", s.id, "=", s.value);
+  for (uint32_t e = 0; e < count; ++e) {
+    auto exec_info = vk_struct<VkPipelineExecutableInfoKHR>(VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR);
+    exec_info.pipeline = pipeline;
+    exec_info.executableIndex = e;
+    uint32_t n = 0;
+    GRETA_VK_CHECK(d.fn.vkGetPipelineExecutableStatisticsKHR(d.device, &exec_info, &n, nullptr));
+    std::vector<VkPipelineExecutableStatisticKHR> stats(n, vk_struct<VkPipelineExecutableStatisticKHR>(
+                                                               VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR));
+    GRETA_VK_CHECK(d.fn.vkGetPipelineExecutableStatisticsKHR(d.device, &exec_info, &n, stats.data()));
+    std::string line = cat("pipeline statistics: ", name, " [", spec_text, "]");
+    for (uint32_t i = 0; i < n; ++i) {
+      const auto& v = stats[i].value;
+      switch (stats[i].format) {
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR: line += cat("; ", stats[i].name, " ", v.b32 ? "yes" : "no"); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR: line += cat("; ", stats[i].name, " ", v.i64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR: line += cat("; ", stats[i].name, " ", v.u64); break;
+        case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_FLOAT64_KHR: line += cat("; ", stats[i].name, " ", v.f64); break;
+        default: break;
+      }
+    }
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
+
 std::string hex(const uint8_t* bytes, size_t n) {
   static const char digits[] = "0123456789abcdef";
   std::string s;
@@ -312,10 +346,12 @@ std::unique_ptr<ComputePipeline> Pipelines::create(const Key& key) {
   pipeline_info.stage.pName = "main";
   pipeline_info.stage.pSpecializationInfo = entries.empty() ? nullptr : &spec_info;
   pipeline_info.layout = layout;
+  if (context_->features().pipeline_statistics) pipeline_info.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   VkPipeline pipeline = VK_NULL_HANDLE;
   GRETA_VK_CHECK(d.fn.vkCreateComputePipelines(d.device, cache_.handle(), 1, &pipeline_info, nullptr, &pipeline));
   p->pipeline_ = UniquePipeline(d, pipeline);
   context_->set_object_name(VK_OBJECT_TYPE_PIPELINE, uint64_t(pipeline), blob.name);
+  if (context_->features().pipeline_statistics) print_statistics(d, pipeline, blob.name, key.spec);
   return p;
 }
 

@@ -233,7 +233,7 @@ ShaderReflection reflect_spirv(const uint32_t* words, size_t word_count) {
       storage = sd != p.decorations.end() && sd->second.count(DecBufferBlock);
     }
     if (!storage) fail("shader binding ", binding, " is not a storage buffer; GRETA pipelines bind storage buffers only");
-    if (!bindings.insert(binding).second) fail("shader declares binding ", binding, " twice");
+    bindings.insert(binding);  // several views of one buffer (e.g. uint[] and uvec4[]) share a binding
   }
   r.binding_count = uint32_t(bindings.size());
   if (!bindings.empty() && *bindings.rbegin() != r.binding_count - 1)

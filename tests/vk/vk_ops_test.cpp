@@ -313,6 +313,41 @@ TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matche
     }
 }
 
+// Split-K (GRETA_VK_GEMM_SPLIT): the splits' partials added into y, with and without the fused residual add, K
+// steps that do not divide evenly among the splits (96 columns at BK 32: 3 steps), partial tiles of C (101 rows, 5
+// and 67 tokens), and f16 rows of 204 columns (a partial last K step, 8-half items straddling two uvec4 of X).
+// Cooperative-matrix devices only.
+TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the fused residual add)") {
+  if (!device_has_coopmat()) {
+    MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
+    return;
+  }
+  uint32_t seed = 900;
+  for (const char* split : {"2", "3"})
+    for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
+      for (int64_t n : {int64_t(5), int64_t(67)})
+        for (bool residual : {false, true}) {
+          const std::string type_name = model::type_name(type);
+          CAPTURE(split);
+          CAPTURE(type_name);
+          CAPTURE(n);
+          CAPTURE(residual);
+          vk::test::ScopedEnv env("GRETA_VK_GEMM_SPLIT", split);
+          const int64_t block = model::traits(type).block_elems;
+          const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : 96, rows = 101;
+          auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
+          BufferId out = product;
+          if (residual) {
+            out = c.input("residual", n * rows, seed++);
+            c.add("residual", AddOp{out, product, n * rows});
+          }
+          std::string kernels;
+          compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+          CHECK_MESSAGE(has(kernels, (std::string("split-K ") + split).c_str()), kernels);
+          if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
+        }
+}
+
 // The decode fusions (src/vk/backend/fusion.h): each fused kernel against the CPU running the unfused ops, and the
 // kernel list proving the fused kernel ran (and that prefill-sized steps stay unfused).
 

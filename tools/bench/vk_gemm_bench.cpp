@@ -3,8 +3,10 @@
 // matrices; "n/a" where the device or the build lacks them). TFLOP/s = 2MNK / time; "% peak" against --peak-tflops
 // when given; "% best" against the fastest kernel at the same shape and type. Cases of more than 64 tokens or 256
 // rows are checked against the CPU at M <= 64, N <= 256 with the full K (see op_bench.h).
+#include <algorithm>
 #include <cstdio>
 #include <map>
+#include <sstream>
 
 #include "core/error.h"
 #include "model/quants.h"
@@ -21,6 +23,7 @@ const cli::OptionSpec k_options[] = {
      "comma-separated MxNxK: M tokens, N weight rows, K columns (default "
      "512x4096x4096,512x11008x4096,512x4096x11008,4096x4096x4096; --quick 64x256x512)"},
     {"types", "t", true, "comma-separated weight types (default f16,q4_0,q4_k,q8_0)"},
+    {"kernels", "k", true, "comma-separated kernels to time: tiled, coopmat (default both)"},
     {"peak-tflops", nullptr, true, "the device's peak TFLOP/s (for the kernel's precision) for the % peak column"},
 };
 
@@ -63,6 +66,15 @@ int run(int argc, char** argv) {
       bench.small_shapes() ? "64x256x512" : "512x4096x4096,512x11008x4096,512x4096x11008,4096x4096x4096";
   const auto shapes = parse_shapes(args->get("mnk", default_mnk), 3, "mnk");
   const auto types = parse_types(args->get("types", "f16,q4_0,q4_k,q8_0"));
+  std::vector<Kernel> kernels;
+  std::stringstream kernel_list(args->get("kernels", "tiled,coopmat"));
+  for (std::string name; std::getline(kernel_list, name, ',');) {
+    const auto it = std::find_if(std::begin(k_kernels), std::end(k_kernels),
+                                 [&](const Kernel& k) { return name == k.name; });
+    if (it == std::end(k_kernels)) fail("--kernels: unknown kernel '", name, "' (expected tiled or coopmat)");
+    kernels.push_back(*it);
+  }
+  if (kernels.empty()) fail("--kernels: no kernels given");
   const double peak = args->get_double("peak-tflops", 0);
   if (peak < 0) fail("--peak-tflops must be positive");
 
@@ -88,7 +100,7 @@ int run(int argc, char** argv) {
         continue;
       }
       const size_t first = bench.results().size();
-      for (const Kernel& kernel : k_kernels) {
+      for (const Kernel& kernel : kernels) {
         const OpSpec spec = gemm_spec(type, m, n, k, kernel.kernel);
         if (kernel.kernel == vk::MatmulKernel::coopmat && !coopmat_reason[type].empty()) {
           bench.add(bench.unavailable(spec, cat("matmul_", kernel.name, " n/a")));

@@ -75,10 +75,14 @@ void OpEncoder::note_variant(const std::string& v) {
   *variant_ += variant_->empty() ? v : " + " + v;
 }
 
-BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t elems) {
-  GRETA_CHECK(elems > 0 && elems % 4 == 0, "f16 copy of ", elems, " values");
-  if (f16_of_ == id && f16_elems_ >= elems) return {f16_span_.buffer, f16_span_.offset, elems * 2};
-  if (f16_span_.size < elems * 2) f16_span_ = scratch_buffer(elems * 2, "f16 activations");
+BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols) {
+  const uint64_t elems = rows * cols;
+  GRETA_CHECK(elems > 0 && cols % 4 == 0, "f16 copy of ", rows, " x ", cols, " values");
+  // matmul_coopmat reads the copy as uvec4 (8 halves): the span is rounded up to whole 16 bytes.
+  const uint64_t bytes = (elems * 2 + 15) / 16 * 16;
+  if (f16_of_ == id && f16_elems_ >= elems && f16_span_.size >= bytes)
+    return {f16_span_.buffer, f16_span_.offset, bytes};
+  if (f16_span_.size < bytes) f16_span_ = scratch_buffer(bytes, "f16 activations");
   barrier();  // GEMMs recorded earlier may still read the previous copy
   const BufferSpan src = buffer(id);
   GRETA_CHECK(src.size >= elems * 4, "f16 copy past the end of buffer ", id);
@@ -89,7 +93,12 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t elems) {
   barrier();
   f16_of_ = id;
   f16_elems_ = elems;
-  return {f16_span_.buffer, f16_span_.offset, elems * 2};
+  return {f16_span_.buffer, f16_span_.offset, bytes};
+}
+
+BufferSpan OpEncoder::gemm_partials(uint64_t bytes) {
+  if (partials_span_.size < bytes) partials_span_ = scratch_buffer(bytes, "split-K partials");
+  return {partials_span_.buffer, partials_span_.offset, bytes};
 }
 
 BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {

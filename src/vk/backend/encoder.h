@@ -121,10 +121,14 @@ public:
   uint32_t groups_for(uint64_t items, uint32_t local) const;
   // Records which kernel the op used (shown by describe_kernels).
   void note_variant(const std::string& v);
-  // The first `elems` floats of plan buffer `id` as f16 (convert_f16.comp, between two barriers) for the prefill
+  // The first rows x cols floats of plan buffer `id` as f16 (convert_f16.comp, between two barriers) for the prefill
   // GEMMs, so their activations are converted once instead of once per weight-column tile. The copy is reused by the
   // following GEMMs of the same input (Q, K and V; gate and up) until the backend reports a write to it.
-  BufferSpan f16_copy(engine::BufferId id, uint64_t elems);
+  BufferSpan f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols);
+  // Scratch for a split-K GEMM's partial products, shared by every GEMM of the plan (a new buffer when it is too
+  // small): the caller puts a barrier before the dispatch that writes it (an earlier GEMM's reduction may still read
+  // it) and between that dispatch and the reduction.
+  BufferSpan gemm_partials(uint64_t bytes);
   // `source` quantized to int8 per 32 elements (quantize_q8.comp, between two barriers; layout there) for the int8
   // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
   // its buffers.
@@ -146,6 +150,7 @@ private:
   std::optional<Q8Source> q8_of_;       // what q8_span_ holds
   std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
   BufferSpan q8_span_{};
+  BufferSpan partials_span_{};  // gemm_partials
   // q8_span_ sized for `source` (a new buffer when it is too small).
   BufferSpan q8_span_for(const Q8Source& source);
 };

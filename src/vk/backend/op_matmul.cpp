@@ -10,6 +10,7 @@
 // With `accumulate`, every kernel adds its product to what `out` holds (y += W x): the backend fuses a residual add
 // that consumes the product into the matmul that makes it.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -23,11 +24,12 @@ namespace greta::vk {
 namespace {
 
 // matmul_coopmat.comp's limits: at most 4 x 4 fragments per subgroup, BK a multiple of 16, and at most 4 staged
-// uvec4 (8 halves each) of X and of W per invocation and K step; its shared memory must fit the device.
+// uvec4 (8 halves each) of X and of W per invocation and K step; its two shared-memory stages must fit the device.
 bool coopmat_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
   if (t.wm == 0 || t.wn == 0 || t.bk == 0) return false;
   const uint64_t threads = uint64_t(t.wm) * t.wn * info.subgroup_size;
-  const uint64_t shared_bytes = uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16 + uint64_t(t.wm) * t.wn * 1024;
+  // Two stages of X and W rows (uvec4 with a padded stride of bk / 8 + 1); the edge tiles (1 KiB per subgroup) alias them.
+  const uint64_t shared_bytes = std::max(2 * uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16, uint64_t(t.wm) * t.wn * 1024);
   if (threads > info.max_workgroup_invocations || threads > info.max_workgroup_size[0] ||
       shared_bytes > info.max_shared_memory)
     return false;
@@ -81,7 +83,7 @@ ChosenTile choose_tile(const OpEncoder& e, GemmKernel kernel, model::GgmlType ty
     const MatmulShapeClass shape{kernel, type, token_bucket(op.n_tokens), op.out_features, op.in_features};
     if (const auto it = tuning.tuned->find(shape); it != tuning.tuned->end()) return {it->second.tile, "tuned"};
   }
-  return {default_tile(kernel), "default"};
+  return {default_tile(kernel, op.n_tokens), "default"};
 }
 
 struct MatmulPush {
@@ -91,6 +93,36 @@ struct MatmulPush {
 bool gemm_f16_activations() {
   const char* v = std::getenv("GRETA_VK_GEMM_X16");
   return !(v && std::string_view(v) == "0");
+}
+
+// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. 2 by default (H100, f16 4096^3 on
+// 128x128x2x2x32: 213 TFLOP/s against 193 with 1; the 512-token q4 shapes move by a few %, either way);
+// GRETA_VK_GEMM_DEPTH=1 for comparisons.
+// matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps: 2 below 128
+// workgroups, 4 below 32, keeping at least 16 K steps per split. Vulkan does not report the number of compute units,
+// so the thresholds come from the H100 (132 SMs), q4_0 TFLOP/s: 512x1024x4096 on the default 128x64x4x2x32 (64
+// workgroups) 46, with 2 splits 72; on 128x128x2x2x32 (32 workgroups) 27, 47 with 2 splits, 62 with 4. Larger grids
+// gain or lose with the wave count: on 128x128x2x2x32, 2 splits took 512x11008x4096 (344 workgroups, 1.3 waves of two
+// per SM) from 103 to 120 but 512x14336x4096 q4_K (448) from 132 (on 128x64x4x2x32) to 119, which cost the 8B model
+// 8 % of pp512; choosing by waves needs the SM count. GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps) {
+  uint32_t split = groups < 32 ? 4 : groups < 128 ? 2 : 1;
+  if (const char* v = std::getenv("GRETA_VK_GEMM_SPLIT"); v && *v) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (*end != '\0' || n < 1 || n > 16) fail("GRETA_VK_GEMM_SPLIT=", v, ": expected 1..16");
+    return std::min(uint32_t(n), k_steps);
+  }
+  while (split > 1 && k_steps / split < 16) split /= 2;
+  return split;
+}
+
+uint32_t coopmat_load_depth() {
+  const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
+  if (!v || !*v) return 2;
+  const std::string_view s(v);
+  if (s != "1" && s != "2") fail("GRETA_VK_GEMM_DEPTH=", s, ": expected 1 or 2");
+  return s == "1" ? 1 : 2;
 }
 
 }  // namespace
@@ -144,11 +176,12 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                  {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
     } else {
-      // Tile BM x BN on a WM x WN subgroup grid, K step BK: 128 x 64 on 4 x 2 subgroups, BK 64 by default (each
-      // subgroup 2 x 2 fragments). On the H100 (TFLOP/s, q4_0 at 512x4096x4096 / 512x11008x4096 / 4096^3):
-      // 64x64x2x2x32 65.5 / 52.4 / 68.1; 128x128x2x4x64 73.0 / 53.0 / 63.5; 64x128x2x4x64 77.0 / 62.8 / 78.0;
-      // 128x64x4x2x64 89.8 / 66.7 / 82.7; 256x128x4x2x32 49.2 / 51.0 / 72.4 (docs/benchmarks.md). The best
-      // depends on the shape: greta-vk tune measures it per device and shape class (tuning.h).
+      // Tile BM x BN on a WM x WN subgroup grid, K step BK, two shared-memory stages: by default 128 x 64 on 4 x 2
+      // subgroups (2 x 2 fragments each) up to 1024 tokens, 128 x 128 on 2 x 2 (4 x 4 fragments each) past it, BK 32;
+      // K split when the tiles are few (coopmat_split). On the H100 (TFLOP/s, q4_0 at 512x4096x4096 /
+      // 512x11008x4096 / 4096^3): 128x64x4x2x32 117 / 111 / 125; 128x128x2x2x32 109 / 106 / 158 (with 2 splits at
+      // 512 tokens: 123 / 120); 64x128x2x4x32 95 / 90 / 102; 128x128x4x4x32 121 / 114 / 127 (docs/benchmarks.md).
+      // The best depends on the shape: greta-vk tune measures it per device and shape class.
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
@@ -156,15 +189,45 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       // Activations as f16 converted once per input (OpEncoder::f16_copy) rather than by every workgroup:
       // GRETA_VK_GEMM_X16=0 keeps the f32 input for comparisons.
       const bool x16 = gemm_f16_activations();
-      if (x16 && !x16_input) x16_input = e.f16_copy(op.in, uint64_t(op.n_tokens) * uint64_t(op.in_features));
+      if (x16 && !x16_input) x16_input = e.f16_copy(op.in, uint64_t(op.n_tokens), uint64_t(op.in_features));
+      // Spec constants that drop checks from the staging loads: K a multiple of BK (no partial last step), K a
+      // multiple of 8 (an item's 8 halves of X are one uvec4).
+      const bool k_tail = op.in_features % tile.bk != 0, x_split = op.in_features % 8 != 0;
+      // Split-K when the tiles of C are too few to fill the device, only for a weight in one chunk (the partials are
+      // added to whole rows of y).
+      const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
+      const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
+      uint32_t split = w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps) : 1;
+      const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
+      split = (push.cols + chunk - 1) / chunk;  // every split non-empty
+      const uint64_t part_elems = uint64_t(push.n_tokens) * push.rows;
+      const uint64_t part_stride = (part_elems + 63) / 64 * 64;  // matmul_coopmat.comp's partial_stride()
+      BufferSpan partials = out;
+      if (split > 1) {
+        partials = e.gemm_partials((split - 1) * part_stride * 4);
+        e.barrier();  // an earlier GEMM's reduction may still read the partials
+      }
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
       const auto& p = e.pipeline(id,
                                  {{0, tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
-                                  {5, accumulate}, {6, tile.bk}},
+                                  {5, accumulate}, {6, tile.bk}, {7, coopmat_load_depth()}, {8, k_tail},
+                                  {9, x_split}, {10, split}},
                                  options);
-      e.dispatch(p, {weights, x16 ? *x16_input : in, out}, as_push(push),
-                 {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
-      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
+      e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
+      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), split > 1 ? cat(" split-K ", split) : "",
+                         " (", chosen.source, ")"));
+      if (split > 1) {  // y += each partial (add_inplace), in split order
+        e.barrier();
+        const uint32_t count = to_u32(int64_t(part_elems), "split-K partial elements");
+        const auto& add = e.pipeline(ShaderId::add_inplace_f32, {{0, kElementwiseWorkgroup}});
+        for (uint32_t z = 1; z < split; ++z) {
+          if (z > 1) e.barrier();
+          e.dispatch(add,
+                     {BufferSpan{out.buffer, out.offset, part_elems * 4},
+                      BufferSpan{partials.buffer, partials.offset + (z - 1) * part_stride * 4, part_elems * 4}},
+                     as_push(count), {e.groups_for(count, kElementwiseWorkgroup), 1, 1});
+        }
+      }
     }
   }
   if (accumulate) e.note_variant("fused residual add (y += W x)");

@@ -35,11 +35,13 @@ constexpr double kMaxMicroseconds = 1e12;
 
 // Candidates, the default first. Coopmat (BMxBNxWMxWNxBK): the tiles measured on the H100 while the kernel was
 // written (op_matmul.cpp's comment) and their neighbours: 2x2..4x4 subgroups, 1..4 fragments each way per subgroup,
-// K steps of 32 and 64. Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
+// K steps of 16..64 (two shared-memory stages must fit: 48 KiB on the H100 rules out 128x64 at BK 64 and anything of
+// 384 rows at BK 32). Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
 constexpr MatmulTile k_coopmat_candidates[] = {
-    {128, 64, 4, 2, 64}, {64, 64, 2, 2, 32},  {64, 64, 2, 2, 64},   {64, 128, 2, 4, 32},  {64, 128, 2, 4, 64},
-    {128, 64, 4, 2, 32}, {128, 128, 4, 2, 32}, {128, 128, 2, 4, 64}, {128, 128, 4, 4, 32}, {256, 64, 4, 2, 32},
-    {64, 256, 2, 4, 32}, {256, 128, 4, 2, 32}, {128, 256, 2, 4, 32}, {256, 64, 8, 2, 32}, {128, 64, 4, 2, 16},
+    {128, 64, 4, 2, 32},  {128, 128, 2, 2, 32}, {64, 64, 2, 2, 32},   {64, 128, 2, 4, 32},  {64, 128, 2, 2, 32},
+    {128, 64, 2, 2, 32},  {128, 128, 4, 2, 32}, {128, 128, 2, 4, 32}, {128, 128, 4, 4, 32}, {128, 128, 2, 2, 16},
+    {256, 128, 4, 2, 16}, {128, 256, 2, 4, 16}, {256, 64, 4, 2, 16},  {64, 64, 2, 2, 64},   {128, 64, 4, 2, 16},
+    {256, 128, 4, 4, 16},
 };
 constexpr MatmulTile k_tiled_candidates[] = {
     {64, 64, 0, 0, 16},  {64, 64, 0, 0, 8},   {64, 64, 0, 0, 32},  {32, 32, 0, 0, 16},
@@ -122,8 +124,9 @@ std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-MatmulTile default_tile(GemmKernel kernel) {
-  return kernel == GemmKernel::coopmat ? kDefaultCoopmatTile : kDefaultTiledTile;
+MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens) {
+  if (kernel == GemmKernel::tiled) return kDefaultTiledTile;
+  return n_tokens > kCoopmatLargeBatch ? kDefaultCoopmatLargeTile : kDefaultCoopmatTile;
 }
 
 std::string tile_name(GemmKernel kernel, const MatmulTile& t) {

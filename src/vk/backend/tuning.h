@@ -50,10 +50,14 @@ struct MatmulConfig {
   auto operator<=>(const MatmulConfig&) const = default;
 };
 
-// The built-in defaults (op_matmul.cpp explains them).
+// The built-in defaults (op_matmul.cpp explains them). The coopmat GEMM has two: up to kCoopmatLargeBatch tokens
+// 128x64 tiles on 8 subgroups (512 x 4096 is 256 workgroups: two per SM of an H100); past it, 128x128 tiles on 4
+// subgroups of 64 x 64 fragments, which reread the least of X and W from shared memory.
 inline constexpr MatmulTile kDefaultTiledTile{64, 64, 0, 0, 16};
-inline constexpr MatmulTile kDefaultCoopmatTile{128, 64, 4, 2, 64};
-MatmulTile default_tile(GemmKernel kernel);
+inline constexpr MatmulTile kDefaultCoopmatTile{128, 64, 4, 2, 32};
+inline constexpr MatmulTile kDefaultCoopmatLargeTile{128, 128, 2, 2, 32};
+inline constexpr int64_t kCoopmatLargeBatch = 1024;
+MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens = 1);
 
 // "64x64x16" (tiled: BMxBNxBK), "128x64x4x2x64" (coopmat: BMxBNxWMxWNxBK).
 std::string tile_name(GemmKernel kernel, const MatmulTile& tile);
