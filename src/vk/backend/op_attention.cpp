@@ -14,9 +14,9 @@
 namespace greta::vk {
 
 // attention_coopmat.comp's shared memory at its largest head dim (128) with `warps` subgroups: the K and V tiles
-// (f16, 32 keys), then per subgroup S (f32), P (f16), O (f32), the 16 x 16 scratch tile and the row state.
+// (f16, 32 keys), then per subgroup S (f32), P (f16) and the row state.
 constexpr uint32_t coopmat_attention_shared_bytes(uint32_t warps) {
-  return 2 * 32 * 128 * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 16 * 128 * 4 + 256 * 4 + 4 * 16 * 4);
+  return 2 * 32 * 128 * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 3 * 16 * 4);
 }
 
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
@@ -41,11 +41,12 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     PipelineOptions options;
     options.full_subgroups = e.info().compute_full_subgroups;
     if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
-    // Two subgroups share each K/V tile where the shared memory allows (at most 2: Q is staged through the K tile).
-    const uint32_t warps = e.info().max_shared_memory >= coopmat_attention_shared_bytes(2) &&
-                                   2 * sg <= e.info().max_workgroup_invocations
-                               ? 2
-                               : 1;
+    // Up to 4 subgroups share each K/V tile, as the shared memory and the workgroup size allow (at most 4: Q is
+    // staged through the K and V tiles).
+    uint32_t warps = 4;
+    while (warps > 1 && (e.info().max_shared_memory < coopmat_attention_shared_bytes(warps) ||
+                         warps * sg > e.info().max_workgroup_invocations))
+      warps /= 2;
     const auto& p = e.pipeline(ShaderId::attention_coopmat_f16, {{0, warps * sg}, {1, warps}}, options);
     const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
     if (groups > e.info().max_workgroup_count[0]) fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
