@@ -52,7 +52,6 @@ void print_statistics(const DeviceDispatch& d, VkPipeline pipeline, const char* 
   }
 }
 
-
 std::string hex(const uint8_t* bytes, size_t n) {
   static const char digits[] = "0123456789abcdef";
   std::string s;

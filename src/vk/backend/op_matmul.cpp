@@ -95,9 +95,6 @@ bool gemm_f16_activations() {
   return !(v && std::string_view(v) == "0");
 }
 
-// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. 2 by default (H100, f16 4096^3 on
-// 128x128x2x2x32: 213 TFLOP/s against 193 with 1; the 512-token q4 shapes move by a few %, either way);
-// GRETA_VK_GEMM_DEPTH=1 for comparisons.
 // matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps: 2 below 128
 // workgroups, 4 below 32, keeping at least 16 K steps per split. Vulkan does not report the number of compute units,
 // so the thresholds come from the H100 (132 SMs), q4_0 TFLOP/s: 512x1024x4096 on the default 128x64x4x2x32 (64
@@ -117,6 +114,9 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps) {
   return split;
 }
 
+// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. 2 by default (H100, f16 4096^3 on
+// 128x128x2x2x32: 213 TFLOP/s against 193 with 1; the 512-token q4 shapes move by a few %, either way);
+// GRETA_VK_GEMM_DEPTH=1 for comparisons.
 uint32_t coopmat_load_depth() {
   const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
   if (!v || !*v) return 2;
