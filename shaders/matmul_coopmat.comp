@@ -82,6 +82,12 @@ shared uvec4 smem[2 * STAGE > CS ? 2 * STAGE : CS];
 // at any storage-buffer offset alignment (the host computes the same).
 uint partial_stride() { return (pc.n_tokens * pc.rows + 63u) / 64u * 64u; }
 
+// The 4 bytes starting `shift` (0 or 16) bits into word x: x itself, or its upper half and the lower half of y.
+uint funnel16(uint x, uint y, uint shift) { return shift == 0u ? x : (x >> 16) | (y << 16); }
+
+// Bytes as sign-extended ints: each byte moved to the top, then shifted back down arithmetically.
+ivec4 dq_signed_bytes(uint w) { return ivec4(uvec4(w) << uvec4(24u, 16u, 8u, 0u)) >> 24; }
+
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
@@ -127,6 +133,21 @@ Raw load_w_raw(uint row, uint k) {
   r.a = weight_vec[blk];
   const uint q0 = blk * 4u + 4u + 8u * (j >> 6) + ((j & 31u) >> 2);
   r.b.xy = uvec2(weight_words[q0], weight_words[q0 + 1u]);
+#elif defined(WTYPE_Q8_0)
+  // Q8_0 blocks of 34 bytes are 2-byte aligned: the word holding d, and the 3 words covering qs[j .. j + 7].
+  const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
+  const uint last = (pc.rows * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
+  r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
+              weight_words[min((cb >> 2) + 2u, last)]);
+#elif defined(WTYPE_Q6_K)
+  // Q6_K blocks of 210 bytes are 2-byte aligned (dequant.glsl has the layout): the 3 words covering each of the 8
+  // low-nibble bytes (ql) and the 8 high-bit bytes (qh) of the elements, the word holding their sub-block's scale and
+  // the word holding d, all inside the block but d's, which may pass it by 2 bytes (as dequant.glsl's reads do).
+  const uint blk = row + (k >> 8) * 210u, j = k & 255u, h = j >> 7, rr = (j & 127u) >> 5, l = j & 31u;
+  const uint ql = (blk + 64u * h + 32u * (rr & 1u) + l) >> 2, qh = (blk + 128u + 32u * h + l) >> 2;
+  r.a = uvec4(weight_words[ql], weight_words[ql + 1u], weight_words[ql + 2u], weight_words[qh]);
+  r.b = uvec4(weight_words[qh + 1u], weight_words[qh + 2u], weight_words[(blk + 192u + (j >> 4)) >> 2],
+              weight_words[(blk + 208u) >> 2]);
 #else
   // Other types: decoded here with dequant.glsl (their loads and math are not yet separated).
   r.a = pack8(dequant4(row, k), !K_TAIL || k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
@@ -149,6 +170,28 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uvec4 q0 = dq_bytes(lo >> nib) & 0x0Fu, q1 = dq_bytes(hi >> nib) & 0x0Fu;
   precise const vec4 a = vec4(ivec4(q0) - 8) * d, b = vec4(ivec4(q1) - 8) * d;
   return pack8(a, !K_TAIL || k + 4u < pc.cols ? b : vec4(0.0));
+#elif defined(WTYPE_Q8_0)
+  const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
+  const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
+  const uint s = (cb & 2u) * 8u;
+  precise const vec4 a = vec4(dq_signed_bytes(funnel16(r.a.y, r.a.z, s))) * d;
+  precise const vec4 b = vec4(dq_signed_bytes(funnel16(r.a.z, r.a.w, s))) * d;
+  return pack8(a, b);
+#elif defined(WTYPE_Q6_K)
+  // Same expression as dequant.glsl: w = (d * scales[s]) * (6-bit code - 32).
+  const uint blk = row + (k >> 8) * 210u, j = k & 255u, h = j >> 7, rr = (j & 127u) >> 5, l = j & 31u;
+  const uint ql_shift = ((blk + 64u * h + 32u * (rr & 1u) + l) & 2u) * 8u, qh_shift = ((blk + 128u + 32u * h + l) & 2u) * 8u;
+  const uint lo0 = funnel16(r.a.x, r.a.y, ql_shift), lo1 = funnel16(r.a.y, r.a.z, ql_shift);
+  const uint hi0 = funnel16(r.a.w, r.b.x, qh_shift), hi1 = funnel16(r.b.x, r.b.y, qh_shift);
+  const uint nib = 4u * (rr >> 1), bits = 2u * rr;
+  const ivec4 q0 = ivec4((dq_bytes(lo0 >> nib) & 0x0Fu) | ((dq_bytes(hi0 >> bits) & 3u) << 4)) - 32;
+  const ivec4 q1 = ivec4((dq_bytes(lo1 >> nib) & 0x0Fu) | ((dq_bytes(hi1 >> bits) & 3u) << 4)) - 32;
+  const uint sb = blk + 192u + (j >> 4), db = blk + 208u;
+  const int sc = bitfieldExtract(int(r.b.z >> ((sb & 3u) * 8u)), 0, 8);
+  const float d = unpackHalf2x16(r.b.w >> ((db & 2u) * 8u)).x;
+  precise const float ds = d * float(sc);
+  precise const vec4 a = ds * vec4(q0), b = ds * vec4(q1);
+  return pack8(a, b);
 #elif defined(WTYPE_Q4_K)
   // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. Same expression as
   // dequant.glsl: w = (d * sc) * q - dmin * mn.
