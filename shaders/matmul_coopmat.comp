@@ -88,6 +88,17 @@ uint funnel16(uint x, uint y, uint shift) { return shift == 0u ? x : (x >> 16) |
 // Bytes as sign-extended ints: each byte moved to the top, then shifted back down arithmetically.
 ivec4 dq_signed_bytes(uint w) { return ivec4(uvec4(w) << uvec4(24u, 16u, 8u, 0u)) >> 24; }
 
+#if defined(WTYPE_Q4_0)
+// Two Q4_0 elements, the low nibbles of t's bytes 0 and 1, as (q - 8) * d in f16 arithmetic (two per instruction): q
+// in the mantissa of 1024 (0x6400) is 1024 + q exactly, minus 1032 is q - 8 exactly, and the product with d rounds
+// once, to the same half as dequant.glsl's f32 product rounded by packHalf2x16.
+uint q4_0_pair(uint t, f16vec2 d) {
+  const uint q = (t & 0x0Fu) | ((t << 8) & 0x000F0000u);
+  precise const f16vec2 w = (unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1032.0))) * d;
+  return packFloat2x16(w);
+}
+#endif
+
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
@@ -161,15 +172,13 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
 #if defined(WTYPE_F16)
   return r.a;
 #elif defined(WTYPE_Q4_0)
+  // K % 32 == 0 for Q4_0: the 8 elements are inside the row.
   const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
-  const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
+  const f16vec2 d = unpackFloat2x16(r.a.x >> ((blk & 2u) * 8u)).xx;
   const uint s = (cb & 2u) * 8u;  // the code bytes start 0 or 2 bytes into r.a.y
-  const uint lo = s == 0u ? r.a.y : (r.a.y >> 16) | (r.a.z << 16);
-  const uint hi = s == 0u ? r.a.z : (r.a.z >> 16) | (r.a.w << 16);
   const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
-  const uvec4 q0 = dq_bytes(lo >> nib) & 0x0Fu, q1 = dq_bytes(hi >> nib) & 0x0Fu;
-  precise const vec4 a = vec4(ivec4(q0) - 8) * d, b = vec4(ivec4(q1) - 8) * d;
-  return pack8(a, !K_TAIL || k + 4u < pc.cols ? b : vec4(0.0));
+  const uint lo = funnel16(r.a.y, r.a.z, s) >> nib, hi = funnel16(r.a.z, r.a.w, s) >> nib;
+  return uvec4(q4_0_pair(lo, d), q4_0_pair(lo >> 16, d), q4_0_pair(hi, d), q4_0_pair(hi >> 16, d));
 #elif defined(WTYPE_Q8_0)
   const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
   const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
