@@ -50,6 +50,9 @@ void OpEncoder::dispatch_indirect(const ComputePipeline& p, std::initializer_lis
 
 BufferSpan OpEncoder::step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits) {
   GRETA_CHECK(rows > 0 && split_keys > 0 && max_splits > 0, "split groups");
+  // Every layer's decode attention has the same counts: one buffer per distinct shape, written once per step.
+  for (const StepSplitGroups& g : *res_.step_groups)
+    if (g.rows == rows && g.split_keys == split_keys && g.max_splits == max_splits) return g.args->span();
   res_.constants->push_back(res_.allocator->create_buffer(12, MemoryUse::upload, "attention split groups"));
   const Buffer& b = res_.constants->back();
   const uint32_t all[3] = {rows, max_splits, 1};  // valid until the first step writes it
@@ -80,8 +83,7 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols
   GRETA_CHECK(elems > 0 && cols % 4 == 0, "f16 copy of ", rows, " x ", cols, " values");
   // matmul_coopmat reads the copy as uvec4 (8 halves): the span is rounded up to whole 16 bytes.
   const uint64_t bytes = (elems * 2 + 15) / 16 * 16;
-  if (f16_of_ == id && f16_elems_ >= elems && f16_span_.size >= bytes)
-    return {f16_span_.buffer, f16_span_.offset, bytes};
+  if (f16_of_ == id && f16_elems_ >= elems) return {f16_span_.buffer, f16_span_.offset, bytes};
   if (f16_span_.size < bytes) f16_span_ = scratch_buffer(bytes, "f16 activations");
   barrier();  // GEMMs recorded earlier may still read the previous copy
   const BufferSpan src = buffer(id);

@@ -113,7 +113,8 @@ public:
   void dispatch_indirect(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
                          std::span<const std::byte> push, BufferSpan args, std::array<uint32_t, 3> max_groups);
   // Indirect dispatch arguments that the backend sets before every step to {rows, min(max_splits, (p +
-  // split_keys) / split_keys), 1}, p the step's last position: the key splits that hold keys.
+  // split_keys) / split_keys), 1}, p the step's last position: the key splits that hold keys. Shared by the
+  // dispatches of one shape (every layer's).
   BufferSpan step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits);
   // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
   void barrier() { recorder_->barrier(); }

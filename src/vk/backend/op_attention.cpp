@@ -102,14 +102,11 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
       const BufferSpan groups = e.step_split_groups(rows, uint32_t(keys_per_split), uint32_t(splits));
       e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), groups,
                           {rows, uint32_t(splits), 1});
-    } else {
-      e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
-    }
-    if (merge) {
       e.note_variant(cat("attention_decode_f32 (up to ", splits, " key splits of ", keys_per_split,
                          ", as many as hold keys, merged by the last", q8_out ? "; int8 output)" : ")"));
       return;
     }
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
   } else {
     e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(splits), 1});
   }
