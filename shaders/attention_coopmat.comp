@@ -4,18 +4,22 @@
 //
 // A workgroup of WARPS subgroups (spec constant 1, at most 4; local size = WARPS * the subgroup size, spec constant 0)
 // owns 16 * WARPS consecutive query tokens of one head h (KV head g = h / (n_heads / n_kv_heads)); subgroup w owns
-// the 16 rows 16w .. 16w + 15. Q is converted to f16 once and kept in D/16 named A-fragments per subgroup. Keys and
-// values are visited in blocks of 32, staged as f16 in shared memory by the whole workgroup (row-major [key][dim], so
-// K read column-major is K^T), in two passes:
+// the 16 rows 16w .. 16w + 15. Workgroups are numbered from the last query tokens down: under the causal mask those
+// visit the most keys, so they start first and the short ones fill in behind them. Q is converted to f16 once and
+// kept in D/16 named A-fragments per subgroup. Keys and values are visited in blocks of 32, staged as f16 in shared
+// memory by the whole workgroup (row-major [key][dim] with a padded row stride of D + 8 halves, so that the 8 rows
+// of a 16-byte-per-row fragment read fall in distinct banks; K read column-major is K^T); each invocation's global
+// loads of the next block are issued before the current block's multiply-adds and stored after them. Two passes:
 //   pass 1, per block: S (16 x 32) = Q K^T -> shared; each row's running max of the scaled scores (causal mask:
-//     key > positions[t] is left out), two invocations per row combined with a shuffle;
+//     key > positions[t] is left out), two invocations per row combined with a shuffle; the 16 rows' invocations
+//     visit their keys in rotated order (row r starts at key r), so a read of S touches 32 distinct banks;
 //   pass 2, per block: S again; P = exp(S * scale - max) as f16 -> shared (masked keys 0), each row's sum l kept in
 //     a register of its first invocation; O (16 x D) += P V in D/16 named f32 accumulators.
 // Finally out = O / l, through a 16 x 16 f32 tile per subgroup. With the maximum known before any exponential, O
 // needs no rescaling per block: the one-pass form kept O in shared memory and rescaled it 16 columns at a time
 // through a scratch tile, because KHR cooperative matrices cannot scale an accumulator's rows; on the H100 that
 // cost more than computing Q K^T twice. Rows past n_tokens are computed with every key masked and never written.
-// Shared memory at D = 128, WARPS = 4: K and V 16 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 0.5 KiB.
+// Shared memory at D = 128, WARPS = 4: K and V 17 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 0.5 KiB.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -36,10 +40,13 @@ layout(push_constant) uniform Push {
 const uint BR = 16;     // query rows per subgroup
 const uint BC = 32;     // keys per block
 const uint MAX_D = 128;
-const uint KV = BC * MAX_D / 4;  // f16vec4 per K (or V) tile
+const uint KV = BC * (MAX_D / 4 + 2);  // f16vec4 per K (or V) tile: rows of D / 4 + 2
 // K tile at [0, KV), V tile at [KV, 2 KV): fragment offsets and strides in f16vec4 units. Before the passes the
-// whole array stages Q (at most 64 rows of 128: WARPS <= 4).
+// whole array stages Q (at most 64 rows of 128 + 8: WARPS <= 4).
 shared f16vec4 kv[2 * KV];
+// The staging items per invocation of one K (or V) block: BC * D / 4 vec4 over the workgroup.
+const uint WG = gl_WorkGroupSize.x;
+const uint ITEMS = (BC * MAX_D / 4 + WG - 1) / WG;
 shared float ss[WARPS * BR * BC];  // S per subgroup; at the end, its 16 x 16 output tile
 shared float16_t ps[WARPS * BR * BC];
 shared float row_m[WARPS * BR], row_l[WARPS * BR];
@@ -50,11 +57,11 @@ shared int row_pos[WARPS * BR];
 #define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
 
 // Fragments are named variables (see matmul_coopmat.comp: arrays of fragments are slow on the H100 driver).
-#define Q_LOAD(c) if (16 * c < D) coopMatLoad(qf##c, kv, (w * BR * D + 16 * c) / 4, D4, gl_CooperativeMatrixLayoutRowMajor);
+#define Q_LOAD(c) if (16 * c < D) coopMatLoad(qf##c, kv, w * BR * DP + 4 * c, DP, gl_CooperativeMatrixLayoutRowMajor);
 #define QK(c)                                                                                               \
   if (16 * c < D) {                                                                                          \
     FRAG_B kf;                                                                                               \
-    coopMatLoad(kf, kv, (kc * 16 * D + 16 * c) / 4, D4, gl_CooperativeMatrixLayoutColumnMajor);              \
+    coopMatLoad(kf, kv, kc * 16 * DP + 4 * c, DP, gl_CooperativeMatrixLayoutColumnMajor);                    \
     s = coopMatMulAdd(qf##c, kf, s);                                                                         \
   }
 // S = Q K^T for this block's 32 keys, into this subgroup's ss rows.
@@ -68,8 +75,8 @@ shared int row_pos[WARPS * BR];
 #define PV(c)                                                                                                \
   if (16 * c < D) {                                                                                          \
     FRAG_B v0, v1;                                                                                           \
-    coopMatLoad(v0, kv, KV + (16 * c) / 4, D4, gl_CooperativeMatrixLayoutRowMajor);                          \
-    coopMatLoad(v1, kv, KV + (16 * D + 16 * c) / 4, D4, gl_CooperativeMatrixLayoutRowMajor);                 \
+    coopMatLoad(v0, kv, KV + 4 * c, DP, gl_CooperativeMatrixLayoutRowMajor);                                 \
+    coopMatLoad(v1, kv, KV + 16 * DP + 4 * c, DP, gl_CooperativeMatrixLayoutRowMajor);                       \
     o##c = coopMatMulAdd(pf0, v0, o##c);                                                                     \
     o##c = coopMatMulAdd(pf1, v1, o##c);                                                                     \
   }
@@ -90,22 +97,49 @@ void sync_subgroup() {
   subgroupBarrier();
 }
 
+// Staging item i (< BC * D4) of a block: element d4 of key row j0 + kk, kk = i / D4. kv_load issues the global load
+// (the key clamped to the last one, kv_end >= 1; nothing uses the data, so nothing waits for it); KV_STAGE converts
+// it into the tile after the block's multiply-adds, zero past the last key. Cache rows are `stride4` vec4 apart,
+// this KV head's elements start at `head4`.
+vec4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint D4, uint stride4, uint head4) {
+  const uint kk = i / D4, at = min(j0 + kk, kv_end - 1u) * stride4 + head4 + (i - kk * D4);
+  return is_v ? v_cache[at] : k_cache[at];
+}
+
+// Staging loop bodies (it: a constant after unrolling, so kr / vr stay in registers).
+#define KV_PREFETCH(j0, with_v)                                                                  \
+  [[unroll]] for (uint it = 0; it < ITEMS; ++it)                                                 \
+    if (tid + it * WG < BC * D4) {                                                               \
+      kr[it] = kv_load(false, tid + it * WG, (j0), kv_end, D4, kv_stride4, kv_head4);            \
+      if (with_v) vr[it] = kv_load(true, tid + it * WG, (j0), kv_end, D4, kv_stride4, kv_head4); \
+    }
+#define KV_STAGE(j0, with_v)                                                                     \
+  [[unroll]] for (uint it = 0; it < ITEMS; ++it) {                                               \
+    const uint i = tid + it * WG, kk = i / D4, d4 = i - kk * D4;                                 \
+    if (i < BC * D4) {                                                                           \
+      const bool in_range = (j0) + kk < kv_end;                                                  \
+      kv[kk * DP + d4] = f16vec4(in_range ? kr[it] : vec4(0.0));                                 \
+      if (with_v) kv[KV + kk * DP + d4] = f16vec4(in_range ? vr[it] : vec4(0.0));                \
+    }                                                                                            \
+  }
+
 void main() {
-  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint tid = gl_LocalInvocationID.x;
   const uint w = gl_SubgroupID, lane = gl_SubgroupInvocationID, n_lanes = gl_SubgroupSize;
   const uint D = pc.head_dim;  // == head_dim_v, checked by the host
-  const uint D4 = D / 4, kv_stride4 = pc.n_kv_heads * D4;
+  const uint D4 = D / 4, DP = D4 + 2, kv_stride4 = pc.n_kv_heads * D4;
   const uint rows = WARPS * BR;
-  const uint h = gl_WorkGroupID.x % pc.n_heads, t0 = (gl_WorkGroupID.x / pc.n_heads) * rows;
+  const uint n_blocks = (pc.n_tokens + rows - 1) / rows;
+  const uint h = gl_WorkGroupID.x % pc.n_heads, t0 = (n_blocks - 1 - gl_WorkGroupID.x / pc.n_heads) * rows;
   const uint g = h / (pc.n_heads / pc.n_kv_heads);
   const uint r0 = w * BR;  // this subgroup's first row in the per-workgroup arrays
 
   // Stage Q (f16, through the K and V tiles) and set up the rows.
-  for (uint i = tid; i < rows * D4; i += wg) {
+  for (uint i = tid; i < rows * D4; i += WG) {
     const uint r = i / D4, d4 = i - r * D4, t = t0 + r;
-    kv[i] = f16vec4(t < pc.n_tokens ? q4[(t * pc.n_heads + h) * D4 + d4] : vec4(0.0));
+    kv[r * DP + d4] = f16vec4(t < pc.n_tokens ? q4[(t * pc.n_heads + h) * D4 + d4] : vec4(0.0));
   }
-  for (uint r = tid; r < rows; r += wg) {
+  for (uint r = tid; r < rows; r += WG) {
     const uint t = t0 + r;
     row_pos[r] = t < pc.n_tokens ? positions[t] : -1;
     row_m[r] = -1.0 / 0.0;
@@ -116,6 +150,7 @@ void main() {
   int max_pos = -1;
   for (uint r = 0; r < rows; ++r) max_pos = max(max_pos, row_pos[r]);
   const uint kv_end = uint(max_pos + 1);
+  const uint kv_head4 = g * D4;  // element d4 of key j of this KV head: j * kv_stride4 + kv_head4 + d4
   barrier();  // Q is in registers before the K tile is overwritten
 
   // Softmax lanes: invocations 2r and 2r + 1 of the subgroup (at least 32 invocations, checked by the host) take
@@ -124,19 +159,21 @@ void main() {
   const uint my_row = r0 + lane / 2, my_half = lane % 2;
   const int my_pos = softmax_lane ? row_pos[my_row] : -1;
 
+  vec4 kr[ITEMS], vr[ITEMS];  // raw f32 rows of the next block (kv_load)
   // Pass 1: each row's maximum scaled score over its unmasked keys.
   float m = -1.0 / 0.0;
+  if (kv_end > 0u) { KV_PREFETCH(0u, false) }
   for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-    for (uint i = tid; i < BC * D4; i += wg) {
-      const uint kk = i / D4, d4 = i - kk * D4, j = j0 + kk;
-      kv[i] = f16vec4(j < kv_end ? k_cache[j * kv_stride4 + g * D4 + d4] : vec4(0.0));
-    }
+    KV_STAGE(j0, false)
     barrier();
+    if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, false) }
     SCORES()
     sync_subgroup();
     if (softmax_lane)
-      for (uint kk = 16 * my_half; kk < 16 * my_half + 16; ++kk)
+      for (uint i = 0; i < 16; ++i) {
+        const uint kk = 16 * my_half + ((i + my_row) & 15u);
         if (int(j0 + kk) <= my_pos) m = max(m, ss[my_row * BC + kk] * pc.scale);
+      }
     barrier();  // every subgroup is done with this block's K
   }
   m = max(m, subgroupShuffleXor(m, 1));
@@ -146,18 +183,16 @@ void main() {
   FRAG_C o0 = FRAG_C(0.0), o1 = FRAG_C(0.0), o2 = FRAG_C(0.0), o3 = FRAG_C(0.0);
   FRAG_C o4 = FRAG_C(0.0), o5 = FRAG_C(0.0), o6 = FRAG_C(0.0), o7 = FRAG_C(0.0);
   float l = 0.0;
+  if (kv_end > 0u) { KV_PREFETCH(0u, true) }
   for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-    for (uint i = tid; i < BC * D4; i += wg) {
-      const uint kk = i / D4, d4 = i - kk * D4, j = j0 + kk;
-      const bool in_range = j < kv_end;
-      kv[i] = f16vec4(in_range ? k_cache[j * kv_stride4 + g * D4 + d4] : vec4(0.0));
-      kv[KV + i] = f16vec4(in_range ? v_cache[j * kv_stride4 + g * D4 + d4] : vec4(0.0));
-    }
+    KV_STAGE(j0, true)
     barrier();
+    if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, true) }
     SCORES()
     sync_subgroup();
     if (softmax_lane)
-      for (uint kk = 16 * my_half; kk < 16 * my_half + 16; ++kk) {
+      for (uint i = 0; i < 16; ++i) {
+        const uint kk = 16 * my_half + ((i + my_row) & 15u);
         const float p = int(j0 + kk) <= my_pos ? exp(ss[my_row * BC + kk] * pc.scale - m) : 0.0;
         ps[my_row * BC + kk] = float16_t(p);
         l += p;

@@ -3,10 +3,14 @@
 // weight type (WTYPE_*): the same contract as matmul_tiled.comp,
 //   y[t, out_row0 + r] = dot(weight row r, x[t, :])   C[M=tokens, N=rows] = X[M, K] * W[N, K]^T, K % 4 == 0.
 //
-// Tiling: a workgroup of WM x WN subgroups (spec constants 3 and 4; local size = WM * WN * the subgroup size, spec
-// constant 0; the host pins the subgroup size and requires full subgroups) computes a BM x BN tile of C (spec
-// constants 1 and 2); subgroup s owns the (BM/WM) x (BN/WN) block (s / WN, s % WN) as FM x FN (each <= 4)
-// accumulator fragments of 16 x 16. K advances in steps of BK (spec constant 6, a multiple of 16): X[BM, BK]
+// Tiling: a workgroup of KG x WM x WN subgroups (spec constants 11, 3 and 4; local size = KG * WM * WN * the subgroup
+// size, spec constant 0; the host pins the subgroup size and requires full subgroups) computes a BM x BN tile of C
+// (spec constants 1 and 2); subgroup s of K group g = s / (WM WN) owns the (BM/WM) x (BN/WN) block
+// (s' / WN, s' % WN), s' = s % (WM WN), as FM x FN (each <= 4) accumulator fragments of 16 x 16, over the 16-column
+// slices g, g + KG, ... of each K step. KG > 1 gives a workgroup the large per-subgroup blocks (4 x 4 fragments:
+// the fewest shared-memory reads per multiply-add) and still enough subgroups per SM when the tiles are few (512 x
+// 4096 on 128 x 128 tiles: 128 workgroups); the groups' accumulators are summed through shared memory at the end.
+// K advances in steps of BK (spec constant 6, a multiple of 16): X[BM, BK]
 // (converted to f16) and the dequantized W[BN, BK] (f16) are staged in shared memory as uvec4 (8 halves), both
 // row-major by their M / N index with a padded stride of LDS uvec4 (80 bytes for BK = 32: 8 consecutive fragment rows
 // then fall in 8 distinct groups of 4 banks), so W's tile read column-major is exactly B = W^T [K, N].
@@ -62,6 +66,7 @@ layout(constant_id = 9) const bool X_SPLIT = true;
 // Split-K: workgroup z of the grid's SPLIT_K multiplies K steps [z * KC, (z + 1) * KC) (KC: K / SPLIT_K rounded up to
 // whole K steps). Fills the device when the tiles of C are too few (512 x 4096 on 128 x 128 tiles: 128 workgroups).
 layout(constant_id = 10) const uint SPLIT_K = 1;
+layout(constant_id = 11) const uint KG = 1;  // K groups of WM x WN subgroups (BK % (16 KG) == 0)
 const uint SM = BM / WM, SN = BN / WN;  // one subgroup's block of C
 const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N (the host keeps both <= 4)
 const uint G = BK / 8;                  // uvec4 (8 halves) per staged row
@@ -71,7 +76,10 @@ const uint W_ITEMS = (BN * G + WG - 1) / WG;  // uvec4 staged per invocation and
 const uint X_ITEMS = (BM * G + WG - 1) / WG;
 const uint XS = BM * LDS;  // one stage: X rows [0, XS), then W rows
 const uint STAGE = XS + BN * LDS;
-const uint CS = WM * WN * 64;        // the edge tiles: 16 x 16 f32 = 64 uvec4 per subgroup
+// The edge tiles: 16 x 16 f32 = 64 uvec4 per subgroup; the K groups' sum: one fragment row (FN fragments) of every
+// subgroup of groups 1..KG-1 at a time.
+const uint CS_EDGE = WM * WN * 64, CS_SUM = (KG - 1) * WM * WN * FN * 64;
+const uint CS = CS_EDGE > CS_SUM ? CS_EDGE : CS_SUM;
 shared uvec4 smem[2 * STAGE > CS ? 2 * STAGE : CS];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -286,7 +294,8 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
 #define COMPUTE(stage_base)                                                        \
   {                                                                                \
     const uint st = (stage_base);                                                  \
-    [[unroll]] for (uint ks = 0; ks < G; ks += 2) { /* 16 halves = 2 uvec4 */      \
+    [[unroll]] for (uint kk = 0; kk < G / (2 * KG); ++kk) {                        \
+      const uint ks = 2 * (kk * KG + kg); /* this group's slice: 16 halves = 2 uvec4 */ \
       FRAG_A a0, a1, a2, a3;                                                       \
       FRAG_B b0, b1, b2, b3;                                                       \
       A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)                                      \
@@ -338,9 +347,31 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
   }
 #define STORE_ROW(i) STORE_C(i, 0) STORE_C(i, 1) STORE_C(i, 2) STORE_C(i, 3)
 
+// KG > 1: fragment row i of groups 1..KG-1 goes to shared memory (group g's subgroup s' at ((g-1) WM WN + s') FN 64
+// uvec4, fragment j 64 further, 16 floats per row), then group 0 adds it to its own. After the loop's last barrier.
+#define RED_STORE(i, j) if (j < FN) coopMatStore(c##i##j, smem, red0 + j * 64, 4, gl_CooperativeMatrixLayoutRowMajor);
+#define RED_ADD(i, j)                                                                           \
+  if (j < FN) {                                                                                 \
+    FRAG_C t;                                                                                   \
+    coopMatLoad(t, smem, ((g - 1) * WM * WN + sw) * FN * 64 + j * 64, 4, gl_CooperativeMatrixLayoutRowMajor); \
+    c##i##j += t;                                                                               \
+  }
+#define REDUCE_ROW(i)                                                      \
+  if (i < FM) {                                                            \
+    if (kg > 0) {                                                          \
+      const uint red0 = ((kg - 1) * WM * WN + sw) * FN * 64;               \
+      RED_STORE(i, 0) RED_STORE(i, 1) RED_STORE(i, 2) RED_STORE(i, 3)      \
+    }                                                                      \
+    barrier();                                                             \
+    if (kg == 0) {                                                         \
+      for (uint g = 1; g < KG; ++g) { RED_ADD(i, 0) RED_ADD(i, 1) RED_ADD(i, 2) RED_ADD(i, 3) } \
+    }                                                                      \
+    barrier();                                                             \
+  }
+
 void main() {
   const uint tid = gl_LocalInvocationID.x;
-  const uint sg = gl_SubgroupID, sm = sg / WN, sn = sg % WN;
+  const uint sg = gl_SubgroupID, kg = sg / (WM * WN), sw = sg % (WM * WN), sm = sw / WN, sn = sw % WN;
   const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
   FRAG_C c00 = FRAG_C(0.0), c01 = FRAG_C(0.0), c02 = FRAG_C(0.0), c03 = FRAG_C(0.0);
   FRAG_C c10 = FRAG_C(0.0), c11 = FRAG_C(0.0), c12 = FRAG_C(0.0), c13 = FRAG_C(0.0);
@@ -387,5 +418,10 @@ void main() {
       k += BK;
     }
   }
-  STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
+  if (KG > 1) {
+    REDUCE_ROW(0) REDUCE_ROW(1) REDUCE_ROW(2) REDUCE_ROW(3)
+  }
+  if (kg == 0) {
+    STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)
+  }
 }

@@ -106,10 +106,14 @@ TEST_CASE("tuning cache: text round trip, save and load, tile names") {
   CHECK(warning.empty());  // no file: an empty cache, no warning
 
   CHECK(tile_name(GemmKernel::tiled, kDefaultTiledTile) == "64x64x16");
-  CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x64x4x2x32");
+  CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x128x4x2x32x2");
   CHECK(default_tile(GemmKernel::coopmat, 512) == kDefaultCoopmatTile);
   CHECK(default_tile(GemmKernel::coopmat, 4096) == kDefaultCoopmatLargeTile);
   CHECK(parse_tile(GemmKernel::coopmat, "64x64x2x2") == MatmulTile{64, 64, 2, 2, 32});
+  CHECK(parse_tile(GemmKernel::coopmat, "128x128x2x2x32x2") == MatmulTile{128, 128, 2, 2, 32, 2});
+  CHECK(tile_name(GemmKernel::coopmat, MatmulTile{128, 128, 2, 2, 32, 2}) == "128x128x2x2x32x2");
+  CHECK_FALSE(parse_tile(GemmKernel::coopmat, "128x128x2x2x32x2x2"));
+  CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x16x2"));
   CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64"));
   CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x0"));
   CHECK_FALSE(parse_tile(GemmKernel::tiled, "64x64x-16"));

@@ -14,9 +14,9 @@
 namespace greta::vk {
 
 // attention_coopmat.comp's shared memory at its largest head dim (128) with `warps` subgroups: the K and V tiles
-// (f16, 32 keys), then per subgroup S (f32), P (f16) and the row state.
+// (f16, 32 keys, rows padded by 8 halves), then per subgroup S (f32), P (f16) and the row state.
 constexpr uint32_t coopmat_attention_shared_bytes(uint32_t warps) {
-  return 2 * 32 * 128 * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 3 * 16 * 4);
+  return 2 * 32 * (128 + 8) * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 3 * 16 * 4);
 }
 
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {

@@ -23,18 +23,23 @@ namespace greta::vk {
 
 namespace {
 
-// matmul_coopmat.comp's limits: at most 4 x 4 fragments per subgroup, BK a multiple of 16, and at most 4 staged
-// uvec4 (8 halves each) of X and of W per invocation and K step; its two shared-memory stages must fit the device.
+// matmul_coopmat.comp's limits: at most 4 x 4 fragments per subgroup, BK a multiple of 16 per K group, and at most 4
+// staged uvec4 (8 halves each) of X and of W per invocation and K step; its two shared-memory stages must fit the
+// device.
 bool coopmat_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
-  if (t.wm == 0 || t.wn == 0 || t.bk == 0) return false;
-  const uint64_t threads = uint64_t(t.wm) * t.wn * info.subgroup_size;
-  // Two stages of X and W rows (uvec4 with a padded stride of bk / 8 + 1); the edge tiles (1 KiB per subgroup) alias them.
-  const uint64_t shared_bytes = std::max(2 * uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16, uint64_t(t.wm) * t.wn * 1024);
+  if (t.wm == 0 || t.wn == 0 || t.bk == 0 || t.kg == 0 || t.kg > 4) return false;
+  const uint64_t threads = uint64_t(t.kg) * t.wm * t.wn * info.subgroup_size;
+  // Two stages of X and W rows (uvec4 with a padded stride of bk / 8 + 1); the edge tiles (1 KiB per subgroup of K
+  // group 0) and the K groups' sum (one fragment row of groups 1..kg-1: 1 KiB per fragment) alias them.
+  const uint64_t fn = t.bn / std::max(t.wn, 1u) / 16;
+  const uint64_t shared_bytes = std::max({2 * uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16, uint64_t(t.wm) * t.wn * 1024,
+                                          uint64_t(t.kg - 1) * t.wm * t.wn * fn * 1024});
   if (threads > info.max_workgroup_invocations || threads > info.max_workgroup_size[0] ||
       shared_bytes > info.max_shared_memory)
     return false;
   return t.bm % (16 * t.wm) == 0 && t.bn % (16 * t.wn) == 0 && t.bm / t.wm <= 64 && t.bn / t.wn <= 64 &&
-         t.bk % 16 == 0 && uint64_t(t.bm) * t.bk / 8 <= 4 * threads && uint64_t(t.bn) * t.bk / 8 <= 4 * threads;
+         t.bk % (16 * t.kg) == 0 && uint64_t(t.bm) * t.bk / 8 <= 4 * threads &&
+         uint64_t(t.bn) * t.bk / 8 <= 4 * threads;
 }
 
 // matmul_tiled.comp's: each invocation owns a 4 x 4 block of the BM x BN tile (workgroup BM/4 * BN/4), K steps of
@@ -59,9 +64,9 @@ std::optional<MatmulTile> tile_from_env(GemmKernel kernel, const DeviceInfo& inf
   if (kernel == GemmKernel::tiled)
     fail(var, "=", v, ": expected BMxBNxBK with BM, BN and BK multiples of 4, (BM/4)*(BN/4) invocations within the ",
          "device's workgroup limit and (BM+BN)*BK*4 bytes within its shared memory");
-  fail(var, "=", v, ": expected BMxBNxWMxWN[xBK] with BM a multiple of 16*WM, BN of 16*WN, at most 4 ",
-       "fragments of 16 per subgroup each way, BK a multiple of 16, and BM*BK/8, BN*BK/8 <= 4*WM*WN*",
-       info.subgroup_size, ", within the device's workgroup and shared-memory limits");
+  fail(var, "=", v, ": expected BMxBNxWMxWN[xBK[xKG]] with BM a multiple of 16*WM, BN of 16*WN, at most 4 ",
+       "fragments of 16 per subgroup each way, BK a multiple of 16*KG, KG 1..4, and BM*BK/8, BN*BK/8 <= ",
+       "4*KG*WM*WN*", info.subgroup_size, ", within the device's workgroup and shared-memory limits");
 }
 
 // The tile of one prefill matmul, and where it came from (shown by describe_kernels / GRETA_VK_LOG_KERNELS).
@@ -95,15 +100,17 @@ bool gemm_f16_activations() {
   return !(v && std::string_view(v) == "0");
 }
 
-// matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps: 2 below 128
-// workgroups, 4 below 32, keeping at least 16 K steps per split. Vulkan does not report the number of compute units,
-// so the thresholds come from the H100 (132 SMs), q4_0 TFLOP/s: 512x1024x4096 on the default 128x64x4x2x32 (64
-// workgroups) 46, with 2 splits 72; on 128x128x2x2x32 (32 workgroups) 27, 47 with 2 splits, 62 with 4. Larger grids
-// gain or lose with the wave count: on 128x128x2x2x32, 2 splits took 512x11008x4096 (344 workgroups, 1.3 waves of two
-// per SM) from 103 to 120 but 512x14336x4096 q4_K (448) from 132 (on 128x64x4x2x32) to 119, which cost the 8B model
-// 8 % of pp512; choosing by waves needs the SM count. GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
+// matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps: doubled (up to 4) while
+// the grid has fewer than 128 workgroups, keeping at least 16 K steps per split. Vulkan does not report the number of
+// compute units, so the threshold comes from the H100 (132 SMs; the default tile up to 1024 tokens runs one
+// workgroup per SM), q4_0 TFLOP/s: 512x1024x4096 on 128x128x4x2x32x2 (32 workgroups) 57 with 2 splits, 71 with 4;
+// earlier, on 128x64x4x2x32 (64 workgroups) 46, with 2 splits 72. Larger grids gain or lose with the wave count: on
+// 128x128x2x2x32, 2 splits took 512x11008x4096 (344 workgroups, 1.3 waves of two per SM) from 103 to 120 but
+// 512x14336x4096 q4_K (448) from 132 (on 128x64x4x2x32) to 119, which cost the 8B model 8 % of pp512; choosing by
+// waves needs the SM count. GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
 uint32_t coopmat_split(uint64_t groups, uint32_t k_steps) {
-  uint32_t split = groups < 32 ? 4 : groups < 128 ? 2 : 1;
+  uint32_t split = 1;
+  while (split < 4 && groups * split < 128) split *= 2;
   if (const char* v = std::getenv("GRETA_VK_GEMM_SPLIT"); v && *v) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -176,12 +183,13 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                  {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
     } else {
-      // Tile BM x BN on a WM x WN subgroup grid, K step BK, two shared-memory stages: by default 128 x 64 on 4 x 2
-      // subgroups (2 x 2 fragments each) up to 1024 tokens, 128 x 128 on 2 x 2 (4 x 4 fragments each) past it, BK 32;
-      // K split when the tiles are few (coopmat_split). On the H100 (TFLOP/s, q4_0 at 512x4096x4096 /
-      // 512x11008x4096 / 4096^3): 128x64x4x2x32 117 / 111 / 125; 128x128x2x2x32 109 / 106 / 158 (with 2 splits at
-      // 512 tokens: 123 / 120); 64x128x2x4x32 95 / 90 / 102; 128x128x4x4x32 121 / 114 / 127 (docs/benchmarks.md).
-      // The best depends on the shape: greta-vk tune measures it per device and shape class.
+      // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages: by default 128 x 128 on
+      // 2 K groups of 4 x 2 subgroups (2 x 4 fragments each) up to 1024 tokens, 128 x 128 on 2 x 2 (4 x 4 fragments
+      // each) past it, BK 32; K split when the tiles are few (coopmat_split). On the H100 (TFLOP/s, q4_0 at
+      // 512x4096x4096 / 512x11008x4096 / 4096^3): 128x128x4x2x32x2 132 / 123 / -; 128x64x4x2x32 117 / 111 / 125;
+      // 128x128x2x2x32 109 / 106 / 158 (with 2 splits at 512 tokens: 123 / 120); 128x128x2x4x32x2 132 / 124 / 138;
+      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) far slower (docs/benchmarks.md). The best depends
+      // on the shape: greta-vk tune measures it per device and shape class.
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
@@ -209,9 +217,9 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       }
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
       const auto& p = e.pipeline(id,
-                                 {{0, tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
+                                 {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
                                   {5, accumulate}, {6, tile.bk}, {7, coopmat_load_depth()}, {8, k_tail},
-                                  {9, x_split}, {10, split}},
+                                  {9, x_split}, {10, split}, {11, tile.kg}},
                                  options);
       e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), split > 1 ? cat(" split-K ", split) : "",

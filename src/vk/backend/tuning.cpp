@@ -36,12 +36,13 @@ constexpr double kMaxMicroseconds = 1e12;
 // Candidates, the default first. Coopmat (BMxBNxWMxWNxBK): the tiles measured on the H100 while the kernel was
 // written (op_matmul.cpp's comment) and their neighbours: 2x2..4x4 subgroups, 1..4 fragments each way per subgroup,
 // K steps of 16..64 (two shared-memory stages must fit: 48 KiB on the H100 rules out 128x64 at BK 64 and anything of
-// 384 rows at BK 32). Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
+// 384 rows at BK 32), 1 or 2 K groups. Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
 constexpr MatmulTile k_coopmat_candidates[] = {
-    {128, 64, 4, 2, 32},  {128, 128, 2, 2, 32}, {64, 64, 2, 2, 32},   {64, 128, 2, 4, 32},  {64, 128, 2, 2, 32},
-    {128, 64, 2, 2, 32},  {128, 128, 4, 2, 32}, {128, 128, 2, 4, 32}, {128, 128, 4, 4, 32}, {128, 128, 2, 2, 16},
-    {256, 128, 4, 2, 16}, {128, 256, 2, 4, 16}, {256, 64, 4, 2, 16},  {64, 64, 2, 2, 64},   {128, 64, 4, 2, 16},
-    {256, 128, 4, 4, 16},
+    {128, 128, 4, 2, 32, 2}, {128, 64, 4, 2, 32},  {128, 128, 2, 2, 32}, {64, 64, 2, 2, 32},
+    {64, 128, 2, 4, 32},     {64, 128, 2, 2, 32},  {128, 64, 2, 2, 32},  {128, 128, 4, 2, 32},
+    {128, 128, 2, 4, 32},    {128, 128, 4, 4, 32}, {128, 128, 2, 2, 16}, {256, 128, 4, 2, 16},
+    {128, 256, 2, 4, 16},    {256, 64, 4, 2, 16},  {64, 64, 2, 2, 64},   {128, 64, 4, 2, 16},
+    {256, 128, 4, 4, 16},    {128, 128, 2, 4, 32, 2}, {128, 128, 2, 2, 32, 2},
 };
 constexpr MatmulTile k_tiled_candidates[] = {
     {64, 64, 0, 0, 16},  {64, 64, 0, 0, 8},   {64, 64, 0, 0, 32},  {32, 32, 0, 0, 16},
@@ -131,7 +132,7 @@ MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens) {
 
 std::string tile_name(GemmKernel kernel, const MatmulTile& t) {
   if (kernel == GemmKernel::tiled) return cat(t.bm, "x", t.bn, "x", t.bk);
-  return cat(t.bm, "x", t.bn, "x", t.wm, "x", t.wn, "x", t.bk);
+  return cat(t.bm, "x", t.bn, "x", t.wm, "x", t.wn, "x", t.bk, t.kg > 1 ? cat("x", t.kg) : "");
 }
 
 std::optional<MatmulTile> parse_tile(GemmKernel kernel, std::string_view text) {
@@ -146,8 +147,8 @@ std::optional<MatmulTile> parse_tile(GemmKernel kernel, std::string_view text) {
     if (v.size() != 3) return std::nullopt;
     return MatmulTile{v[0], v[1], 0, 0, v[2]};
   }
-  if (v.size() != 4 && v.size() != 5) return std::nullopt;
-  return MatmulTile{v[0], v[1], v[2], v[3], v.size() == 5 ? v[4] : 32u};
+  if (v.size() < 4 || v.size() > 6) return std::nullopt;
+  return MatmulTile{v[0], v[1], v[2], v[3], v.size() >= 5 ? v[4] : 32u, v.size() == 6 ? v[5] : 1u};
 }
 
 std::span<const MatmulTile> tile_candidates(GemmKernel kernel) {

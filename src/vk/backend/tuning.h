@@ -38,9 +38,10 @@ const char* gemm_kernel_name(GemmKernel k);  // "tiled", "coopmat"
 std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name);
 
 // A tile: matmul_tiled uses bm x bn x bk (workgroup bm/4 * bn/4 invocations, wm = wn = 0); matmul_coopmat a bm x bn
-// tile on a wm x wn grid of subgroups with K step bk.
+// tile on a wm x wn grid of subgroups with K step bk, repeated kg times: kg groups of subgroups share each K step's
+// 16-column slices and sum their accumulators at the end.
 struct MatmulTile {
-  uint32_t bm = 0, bn = 0, wm = 0, wn = 0, bk = 0;
+  uint32_t bm = 0, bn = 0, wm = 0, wn = 0, bk = 0, kg = 1;
   auto operator<=>(const MatmulTile&) const = default;
 };
 
@@ -51,18 +52,21 @@ struct MatmulConfig {
 };
 
 // The built-in defaults (op_matmul.cpp explains them). The coopmat GEMM has two: up to kCoopmatLargeBatch tokens
-// 128x64 tiles on 8 subgroups (512 x 4096 is 256 workgroups: two per SM of an H100); past it, 128x128 tiles on 4
-// subgroups of 64 x 64 fragments, which reread the least of X and W from shared memory.
+// 128x128 tiles on 2 K groups of 4 x 2 subgroups (16 subgroups of 116 registers on the H100: one workgroup fills an
+// SM, and 512 x 4096 is 128 workgroups); past it, 128x128 tiles on 4 subgroups of 64 x 64 fragments, which reread
+// the least of X and W from shared memory.
 inline constexpr MatmulTile kDefaultTiledTile{64, 64, 0, 0, 16};
-inline constexpr MatmulTile kDefaultCoopmatTile{128, 64, 4, 2, 32};
+inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 4, 2, 32, 2};
 inline constexpr MatmulTile kDefaultCoopmatLargeTile{128, 128, 2, 2, 32};
 inline constexpr int64_t kCoopmatLargeBatch = 1024;
 MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens = 1);
 
-// "64x64x16" (tiled: BMxBNxBK), "128x64x4x2x64" (coopmat: BMxBNxWMxWNxBK).
+// "64x64x16" (tiled: BMxBNxBK), "128x64x4x2x64" (coopmat: BMxBNxWMxWNxBK), "128x128x2x2x32x2" (coopmat with
+// KG > 1: BMxBNxWMxWNxBKxKG).
 std::string tile_name(GemmKernel kernel, const MatmulTile& tile);
 // The inverse, syntax and bounds only (every number 1..1024); the device's rules are checked by the backend
-// (op_matmul.cpp: matmul_tile_valid). coopmat also accepts BMxBNxWMxWN with BK 32 (GRETA_VK_COOPMAT_TILE's form).
+// (op_matmul.cpp: matmul_tile_valid). coopmat also accepts BMxBNxWMxWN with BK 32 (GRETA_VK_COOPMAT_TILE's form)
+// and BMxBNxWMxWNxBK with KG 1.
 std::optional<MatmulTile> parse_tile(GemmKernel kernel, std::string_view text);
 
 // The tiles `greta-vk tune` tries for a kernel, the default first; the backend filters them by validity on the
