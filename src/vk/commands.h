@@ -63,6 +63,8 @@ public:
                          std::string label = "");
   // Orders everything recorded before it against everything after it (memory and execution).
   void barrier();
+  // Nothing has been recorded since the last barrier (or at all): the next command starts with the device to itself.
+  bool at_barrier() const { return ops_.empty() || ops_.back().kind == Kind::barrier; }
   // vkCmdCopyBuffer; src and dst sizes must be equal.
   void copy(BufferSpan src, BufferSpan dst, std::string label = "copy");
   // vkCmdFillBuffer with a 32-bit pattern; offset and size must be multiples of 4.

@@ -118,6 +118,8 @@ public:
   BufferSpan step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits);
   // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
   void barrier() { recorder_->barrier(); }
+  // No dispatch since the last barrier: the next one runs alone unless later ones join it (Recorder::at_barrier).
+  bool at_barrier() const { return recorder_->at_barrier(); }
   // Workgroups for a grid-stride loop over `items` with `local` invocations each, capped at the device limit.
   uint32_t groups_for(uint64_t items, uint32_t local) const;
   // Records which kernel the op used (shown by describe_kernels).

@@ -107,10 +107,13 @@ bool gemm_f16_activations() {
 // earlier, on 128x64x4x2x32 (64 workgroups) 46, with 2 splits 72. Larger grids gain or lose with the wave count: on
 // 128x128x2x2x32, 2 splits took 512x11008x4096 (344 workgroups, 1.3 waves of two per SM) from 103 to 120 but
 // 512x14336x4096 q4_K (448) from 132 (on 128x64x4x2x32) to 119, which cost the 8B model 8 % of pp512; choosing by
-// waves needs the SM count. GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
-uint32_t coopmat_split(uint64_t groups, uint32_t k_steps) {
+// waves needs the SM count. A GEMM recorded after other dispatches without a barrier between them (K and V after Q)
+// is not split: it already shares the device with them, and the split's barriers would order it after them (8B
+// pp512, whose K and V have 32 workgroups: 8835 tokens/s with no GEMM split, about 7100 with K and V in 4 splits).
+// GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone) {
   uint32_t split = 1;
-  while (split < 4 && groups * split < 128) split *= 2;
+  while (alone && split < 4 && groups * split < 128) split *= 2;
   if (const char* v = std::getenv("GRETA_VK_GEMM_SPLIT"); v && *v) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
@@ -205,7 +208,8 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       // added to whole rows of y).
       const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
       const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
-      uint32_t split = w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps) : 1;
+      uint32_t split =
+          w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier()) : 1;
       const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
       split = (push.cols + chunk - 1) / chunk;  // every split non-empty
       const uint64_t part_elems = uint64_t(push.n_tokens) * push.rows;
