@@ -16,7 +16,7 @@ using engine::BufferRole;
 using engine::OpRange;
 using engine::Plan;
 
-// Decode steps: the fusions into matvecs are for at most this many tokens.
+// Decode steps: the fusions into matvecs and the rope_kv kernel are for at most this many tokens.
 constexpr int64_t kDecodeMaxTokens = 4;
 
 bool reads(const engine::PlanOp& op, BufferId b) {
@@ -161,7 +161,7 @@ private:
     const auto* q = std::get_if<engine::RopeOp>(&plan_.ops[i].op);
     const auto* k = std::get_if<engine::RopeOp>(&plan_.ops[i + 1].op);
     const auto* kw = std::get_if<engine::KvWriteOp>(&plan_.ops[i + 2].op);
-    if (!q || !k || !kw) return;
+    if (!q || !k || !kw || q->n_tokens > kDecodeMaxTokens) return;
     if (q->x == k->x || q->positions != k->positions || q->n_tokens != k->n_tokens || q->head_dim != k->head_dim ||
         q->rope_dims != k->rope_dims || q->pairing != k->pairing || q->base != k->base ||
         q->freq_scale != k->freq_scale || q->freq_factors != k->freq_factors)

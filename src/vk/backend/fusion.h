@@ -13,12 +13,12 @@
 //   norm      rmsnorm + the decode matvecs reading its output -> matvecs that normalize their input themselves; the
 //             rmsnorm dispatch is dropped when nothing else reads its output before it is written again, else it
 //             still runs, concurrently with the matvecs (they do not read its output)
-//   rope_kv   rope_q + rope_k + k_cache [+ v_cache] -> one rope_kv dispatch (prefill too: one stage less per layer)
+//   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
 //   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
 //             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
 // and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans
-// only get the residual and rope_kv fusions.
+// only get the residual fusion.
 #pragma once
 #include <cstddef>
 #include <string>
