@@ -58,7 +58,7 @@ layout(constant_id = 3) const uint WM = 2;
 layout(constant_id = 4) const uint WN = 2;
 layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
 layout(constant_id = 6) const uint BK = 32;  // a multiple of 16
-layout(constant_id = 7) const uint DEPTH = 2;  // K steps between a load's issue and its store: 1 or 2
+layout(constant_id = 7) const uint DEPTH = 2;  // K steps between a load's issue and its store: 1, 2 or 3
 // K % BK != 0: the last K step is partial (elements past K are zeros). false lets the loads skip every K check.
 layout(constant_id = 8) const bool K_TAIL = true;
 // K % 8 != 0 (X_F16): an item's 8 halves may straddle two uvec4 of X. false keeps one 16-byte load per item.
@@ -378,7 +378,8 @@ void main() {
   FRAG_C c20 = FRAG_C(0.0), c21 = FRAG_C(0.0), c22 = FRAG_C(0.0), c23 = FRAG_C(0.0);
   FRAG_C c30 = FRAG_C(0.0), c31 = FRAG_C(0.0), c32 = FRAG_C(0.0), c33 = FRAG_C(0.0);
   Raw wr00, wr01, wr02, wr03, xr00, xr01, xr02, xr03;  // register set 0
-  Raw wr10, wr11, wr12, wr13, xr10, xr11, xr12, xr13;  // register set 1 (DEPTH 2)
+  Raw wr10, wr11, wr12, wr13, xr10, xr11, xr12, xr13;  // register set 1 (DEPTH 2, 3)
+  Raw wr20, wr21, wr22, wr23, xr20, xr21, xr22, xr23;  // register set 2 (DEPTH 3)
   ITEM_SETUP(0) ITEM_SETUP(1) ITEM_SETUP(2) ITEM_SETUP(3)
 
   // This workgroup's K steps: [k_begin, K).
@@ -399,7 +400,7 @@ void main() {
       if (more) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE) }
       barrier();
     }
-  } else {
+  } else if (DEPTH == 2) {
     if (k_begin + BK < K) { LOAD_SET(1, k_begin + BK) }
     barrier();
     // Two steps per iteration, so each register set has a fixed name. Step at k (stage s, set s): the loads of
@@ -416,6 +417,35 @@ void main() {
       if (k + BK < K) { STORE_SET(0, k + BK, 0) }
       barrier();
       k += BK;
+    }
+  } else {
+    // DEPTH 3: step j (counted from k_begin) uses register set j % 3 and stage j % 2; three steps per iteration,
+    // the stage carried in s. At step k the loads of k + 3 BK go into its own set (stored in the previous step).
+    if (k_begin + BK < K) { LOAD_SET(1, k_begin + BK) }
+    if (k_begin + 2 * BK < K) { LOAD_SET(2, k_begin + 2 * BK) }
+    barrier();
+    uint s = 0;
+    for (uint k = k_begin; k < K;) {
+      if (k + 3 * BK < K) { LOAD_SET(0, k + 3 * BK) }
+      COMPUTE(s * STAGE)
+      if (k + BK < K) { STORE_SET(1, k + BK, (s ^ 1u) * STAGE) }
+      barrier();
+      k += BK;
+      s ^= 1u;
+      if (k >= K) break;
+      if (k + 3 * BK < K) { LOAD_SET(1, k + 3 * BK) }
+      COMPUTE(s * STAGE)
+      if (k + BK < K) { STORE_SET(2, k + BK, (s ^ 1u) * STAGE) }
+      barrier();
+      k += BK;
+      s ^= 1u;
+      if (k >= K) break;
+      if (k + 3 * BK < K) { LOAD_SET(2, k + 3 * BK) }
+      COMPUTE(s * STAGE)
+      if (k + BK < K) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE) }
+      barrier();
+      k += BK;
+      s ^= 1u;
     }
   }
   if (KG > 1) {

@@ -351,8 +351,8 @@ TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the 
 
 // K groups (tile field KG): several groups of subgroups share each K step and sum their accumulators through shared
 // memory at the end; alone and under split-K, on a tile with partial blocks everywhere (101 rows, 5 / 67 tokens) and a
-// large one (4 x 4 fragments per subgroup).
-TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K, with the fused residual add)") {
+// large one (4 x 4 fragments per subgroup); staging loads issued 2 and 3 K steps ahead (DEPTH).
+TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K, load depths 2 and 3, residual add)") {
   if (!device_has_coopmat()) {
     MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
     return;
@@ -360,29 +360,33 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
   uint32_t seed = 950;
   for (const char* tile : {"128x128x2x2x32x2", "32x64x1x2x32x2", "64x64x2x2x64x4"})
     for (const char* split : {"1", "2"})
-      for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
-        for (int64_t n : {int64_t(5), int64_t(67)}) {
-          const bool residual = n == 67;
-          const std::string type_name = model::type_name(type);
-          CAPTURE(tile);
-          CAPTURE(split);
-          CAPTURE(type_name);
-          CAPTURE(n);
-          vk::test::ScopedEnv tile_env("GRETA_VK_COOPMAT_TILE", tile);
-          vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", split);
-          const int64_t block = model::traits(type).block_elems;
-          const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : 160, rows = 101;
-          auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
-          BufferId out = product;
-          if (residual) {
-            out = c.input("residual", n * rows, seed++);
-            c.add("residual", AddOp{out, product, n * rows});
+      for (const char* depth : {"2", "3"})
+        for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
+          for (int64_t n : {int64_t(5), int64_t(67)}) {
+            const bool residual = n == 67;
+            const std::string type_name = model::type_name(type);
+            CAPTURE(tile);
+            CAPTURE(split);
+            CAPTURE(depth);
+            CAPTURE(type_name);
+            CAPTURE(n);
+            vk::test::ScopedEnv tile_env("GRETA_VK_COOPMAT_TILE", tile);
+            vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", split);
+            vk::test::ScopedEnv depth_env("GRETA_VK_GEMM_DEPTH", depth);
+            const int64_t block = model::traits(type).block_elems;
+            const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : 160, rows = 101;
+            auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
+            BufferId out = product;
+            if (residual) {
+              out = c.input("residual", n * rows, seed++);
+              c.add("residual", AddOp{out, product, n * rows});
+            }
+            std::string kernels;
+            compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+            CHECK_MESSAGE(has(kernels, tile), kernels);
+            if (std::string_view(split) == "2") CHECK_MESSAGE(has(kernels, "split-K 2"), kernels);
+            CHECK_MESSAGE(has(kernels, "depth 3") == (std::string_view(depth) == "3"), kernels);
           }
-          std::string kernels;
-          compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
-          CHECK_MESSAGE(has(kernels, tile), kernels);
-          if (std::string_view(split) == "2") CHECK_MESSAGE(has(kernels, "split-K 2"), kernels);
-        }
 }
 
 // The decode fusions (src/vk/backend/fusion.h): each fused kernel against the CPU running the unfused ops, and the

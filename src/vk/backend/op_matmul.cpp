@@ -124,15 +124,19 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone) {
   return split;
 }
 
-// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. 2 by default (H100, f16 4096^3 on
-// 128x128x2x2x32: 213 TFLOP/s against 193 with 1; the 512-token q4 shapes move by a few %, either way);
-// GRETA_VK_GEMM_DEPTH=1 for comparisons.
-uint32_t coopmat_load_depth() {
+// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. The staging loads are what the
+// kernel waits on (H100 lab build, 512x4096x4096 on 128x128x4x2x32x2: without the loop's global loads 250 TFLOP/s
+// against 118-140 with them), so each step further ahead helps while the raw words fit in registers: 3 for Q4_0 on
+// tiles with K groups (512 invocations, at most 128 registers each: Q4_0 takes 126; 7B pp512 9283 -> 9562 tokens/s,
+// q4_0 512x4096x11008 164 -> 173 TFLOP/s), where Q4_K and Q6_K reach 128 and lose 5-10 % (Q6_K spills to shared
+// memory) and f16 is unchanged; else 2 (f16 4096^3 on 128x128x2x2x32: 213 against 193 with 1 and 174 with 3).
+// GRETA_VK_GEMM_DEPTH=1|2|3 forces it for comparisons.
+uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile) {
   const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
-  if (!v || !*v) return 2;
+  if (!v || !*v) return type == model::GgmlType::Q4_0 && tile.kg > 1 ? 3 : 2;
   const std::string_view s(v);
-  if (s != "1" && s != "2") fail("GRETA_VK_GEMM_DEPTH=", s, ": expected 1 or 2");
-  return s == "1" ? 1 : 2;
+  if (s != "1" && s != "2" && s != "3") fail("GRETA_VK_GEMM_DEPTH=", s, ": expected 1, 2 or 3");
+  return uint32_t(s[0] - '0');
 }
 
 }  // namespace
@@ -220,14 +224,15 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
         e.barrier();  // an earlier GEMM's reduction may still read the partials
       }
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
+      const uint32_t depth = coopmat_load_depth(w.type, tile);
       const auto& p = e.pipeline(id,
                                  {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
-                                  {5, accumulate}, {6, tile.bk}, {7, coopmat_load_depth()}, {8, k_tail},
+                                  {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},
                                   {9, x_split}, {10, split}, {11, tile.kg}},
                                  options);
       e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), split > 1 ? cat(" split-K ", split) : "",
-                         " (", chosen.source, ")"));
+                         depth != 2 ? cat(" depth ", depth) : "", " (", chosen.source, ")"));
       if (split > 1) {  // y += each partial (add_inplace), in split order
         e.barrier();
         const uint32_t count = to_u32(int64_t(part_elems), "split-K partial elements");
