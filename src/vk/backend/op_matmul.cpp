@@ -231,8 +231,9 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                                   {9, x_split}, {10, split}, {11, tile.kg}},
                                  options);
       e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
-      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), split > 1 ? cat(" split-K ", split) : "",
-                         depth != 2 ? cat(" depth ", depth) : "", " (", chosen.source, ")"));
+      // "matmul_coopmat_x16_q4_0 128x128x4x2x32x2 (default) split-K 4 depth 3": the tile next to where it came from.
+      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
+                         split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : ""));
       if (split > 1) {  // y += each partial (add_inplace), in split order
         e.barrier();
         const uint32_t count = to_u32(int64_t(part_elems), "split-K partial elements");
