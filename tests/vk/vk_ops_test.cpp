@@ -317,6 +317,28 @@ TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matche
 // Split-K (GRETA_VK_GEMM_SPLIT): the splits' partials added into y, with and without the fused residual add, K
 // steps that do not divide evenly among the splits (96 columns at BK 32: 3 steps), partial tiles of C (101 rows, 5
 // and 67 tokens), and f16 rows of 204 columns (a partial last K step, 8-half items straddling two uvec4 of X).
+namespace {
+
+// One coopmat GEMM case for the split-K and K-group tests: `type` weights of 101 rows (partial tiles) and a row length
+// with a partial last K step for f16, the product of n tokens (plus a residual add that runs fused when `residual`),
+// checked against the CPU. Returns the kernel list.
+std::string coopmat_matmul_kernels(GgmlType type, int64_t n, bool residual, int64_t block32_cols, uint32_t& seed) {
+  const int64_t block = model::traits(type).block_elems;
+  const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : block32_cols, rows = 101;
+  auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
+  BufferId out = product;
+  if (residual) {
+    out = c.input("residual", n * rows, seed++);
+    c.add("residual", AddOp{out, product, n * rows});
+  }
+  std::string kernels;
+  compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+  if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
+  return kernels;
+}
+
+}  // namespace
+
 // Cooperative-matrix devices only.
 TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the fused residual add)") {
   if (!device_has_coopmat()) {
@@ -334,18 +356,8 @@ TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the 
           CAPTURE(n);
           CAPTURE(residual);
           vk::test::ScopedEnv env("GRETA_VK_GEMM_SPLIT", split);
-          const int64_t block = model::traits(type).block_elems;
-          const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : 96, rows = 101;
-          auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
-          BufferId out = product;
-          if (residual) {
-            out = c.input("residual", n * rows, seed++);
-            c.add("residual", AddOp{out, product, n * rows});
-          }
-          std::string kernels;
-          compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+          const std::string kernels = coopmat_matmul_kernels(type, n, residual, 96, seed);
           CHECK_MESSAGE(has(kernels, (std::string("split-K ") + split).c_str()), kernels);
-          if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
         }
 }
 
@@ -363,7 +375,6 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
       for (const char* depth : {"2", "3"})
         for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
           for (int64_t n : {int64_t(5), int64_t(67)}) {
-            const bool residual = n == 67;
             const std::string type_name = model::type_name(type);
             CAPTURE(tile);
             CAPTURE(split);
@@ -373,16 +384,7 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
             vk::test::ScopedEnv tile_env("GRETA_VK_COOPMAT_TILE", tile);
             vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", split);
             vk::test::ScopedEnv depth_env("GRETA_VK_GEMM_DEPTH", depth);
-            const int64_t block = model::traits(type).block_elems;
-            const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : 160, rows = 101;
-            auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
-            BufferId out = product;
-            if (residual) {
-              out = c.input("residual", n * rows, seed++);
-              c.add("residual", AddOp{out, product, n * rows});
-            }
-            std::string kernels;
-            compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+            const std::string kernels = coopmat_matmul_kernels(type, n, n == 67, 160, seed);
             CHECK_MESSAGE(has(kernels, tile), kernels);
             if (std::string_view(split) == "2") CHECK_MESSAGE(has(kernels, "split-K 2"), kernels);
             CHECK_MESSAGE(has(kernels, "depth 3") == (std::string_view(depth) == "3"), kernels);
