@@ -7,9 +7,10 @@
 // size, spec constant 0; the host pins the subgroup size and requires full subgroups) computes a BM x BN tile of C
 // (spec constants 1 and 2); subgroup s of K group g = s / (WM WN) owns the (BM/WM) x (BN/WN) block
 // (s' / WN, s' % WN), s' = s % (WM WN), as FM x FN (each <= 4) accumulator fragments of 16 x 16, over the 16-column
-// slices g, g + KG, ... of each K step. KG > 1 gives a workgroup the large per-subgroup blocks (4 x 4 fragments:
-// the fewest shared-memory reads per multiply-add) and still enough subgroups per SM when the tiles are few (512 x
-// 4096 on 128 x 128 tiles: 128 workgroups); the groups' accumulators are summed through shared memory at the end.
+// slices g, g + KG, ... of each K step. KG > 1 multiplies a workgroup's subgroups without shrinking their blocks:
+// the default up to 1024 tokens (128x128x4x2x32x2) has 16 subgroups of 2 x 4 fragments, enough to hide latency with
+// one workgroup per SM (512 x 4096 on 128 x 128 tiles is 128 workgroups), with fewer shared-memory reads per
+// multiply-add than 2 x 2 fragments; the groups' accumulators are summed through shared memory at the end.
 // K advances in steps of BK (spec constant 6, a multiple of 16): X[BM, BK]
 // (converted to f16) and the dequantized W[BN, BK] (f16) are staged in shared memory as uvec4 (8 halves), both
 // row-major by their M / N index with a padded stride of LDS uvec4 (80 bytes for BK = 32: 8 consecutive fragment rows

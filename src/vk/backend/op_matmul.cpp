@@ -31,7 +31,7 @@ bool coopmat_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
   const uint64_t threads = uint64_t(t.kg) * t.wm * t.wn * info.subgroup_size;
   // Two stages of X and W rows (uvec4 with a padded stride of bk / 8 + 1); the edge tiles (1 KiB per subgroup of K
   // group 0) and the K groups' sum (one fragment row of groups 1..kg-1: 1 KiB per fragment) alias them.
-  const uint64_t fn = t.bn / std::max(t.wn, 1u) / 16;
+  const uint64_t fn = t.bn / t.wn / 16;
   const uint64_t shared_bytes = std::max({2 * uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16, uint64_t(t.wm) * t.wn * 1024,
                                           uint64_t(t.kg - 1) * t.wm * t.wn * fn * 1024});
   if (threads > info.max_workgroup_invocations || threads > info.max_workgroup_size[0] ||
