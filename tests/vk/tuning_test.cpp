@@ -69,7 +69,7 @@ double limit_for(const std::string& kernels) { return kernels.find("coopmat") !=
 // A candidate other than the default that the backend's device can run for `kernel`, skipping `except`.
 MatmulTile other_tile(const engine::Backend& b, GemmKernel kernel, const MatmulTile& except = {}) {
   for (const MatmulTile& t : tile_candidates(kernel))
-    if (t != default_tile(kernel) && t != except && matmul_config_valid(b, {kernel, t})) return t;
+    if (t != default_tile(kernel, GgmlType::Q4_0) && t != except && matmul_config_valid(b, {kernel, t})) return t;
   FAIL("no second valid tile");
   return {};
 }
@@ -107,8 +107,10 @@ TEST_CASE("tuning cache: text round trip, save and load, tile names") {
 
   CHECK(tile_name(GemmKernel::tiled, kDefaultTiledTile) == "64x64x16");
   CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x128x4x2x32x2");
-  CHECK(default_tile(GemmKernel::coopmat, 512) == kDefaultCoopmatTile);
-  CHECK(default_tile(GemmKernel::coopmat, 4096) == kDefaultCoopmatLargeTile);
+  CHECK(default_tile(GemmKernel::coopmat, GgmlType::Q4_0, 512) == kDefaultCoopmatTile);
+  CHECK(default_tile(GemmKernel::coopmat, GgmlType::F16, 512) == kDefaultCoopmatF16Tile);
+  CHECK(default_tile(GemmKernel::coopmat, GgmlType::Q4_0, 4096) == kDefaultCoopmatLargeTile);
+  CHECK(default_tile(GemmKernel::coopmat, GgmlType::F16, 4096) == kDefaultCoopmatLargeTile);
   CHECK(parse_tile(GemmKernel::coopmat, "64x64x2x2") == MatmulTile{64, 64, 2, 2, 32});
   CHECK(parse_tile(GemmKernel::coopmat, "128x128x2x2x32x2") == MatmulTile{128, 128, 2, 2, 32, 2});
   CHECK(tile_name(GemmKernel::coopmat, MatmulTile{128, 128, 2, 2, 32, 2}) == "128x128x2x2x32x2");
@@ -223,7 +225,7 @@ TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles
   SUBCASE("default without a cache") {
     auto vk = backend_in(dir);
     const CaseResult r = run_matmul(*vk, type);
-    CHECK(r.kernels.find(kernel_name + tile_name(kernel, default_tile(kernel)) + " (default)") != std::string::npos);
+    CHECK(r.kernels.find(kernel_name + tile_name(kernel, default_tile(kernel, type)) + " (default)") != std::string::npos);
     CHECK(r.nmse <= limit_for(r.kernels));
   }
   TuningCache cache;

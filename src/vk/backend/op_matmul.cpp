@@ -88,7 +88,7 @@ ChosenTile choose_tile(const OpEncoder& e, GemmKernel kernel, model::GgmlType ty
     const MatmulShapeClass shape{kernel, type, token_bucket(op.n_tokens), op.out_features, op.in_features};
     if (const auto it = tuning.tuned->find(shape); it != tuning.tuned->end()) return {it->second.tile, "tuned"};
   }
-  return {default_tile(kernel, op.n_tokens), "default"};
+  return {default_tile(kernel, type, op.n_tokens), "default"};
 }
 
 struct MatmulPush {
@@ -191,8 +191,9 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
     } else {
       // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages: by default 128 x 128 on
-      // 2 K groups of 4 x 2 subgroups (2 x 4 fragments each) up to 1024 tokens, 128 x 128 on 2 x 2 (4 x 4 fragments
-      // each) past it, BK 32; K split when the tiles are few (coopmat_split). On the H100 (TFLOP/s, q4_0 at
+      // 2 K groups of 4 x 2 subgroups (2 x 4 fragments each) up to 1024 tokens (F16 weights: 128 x 64 on 4 x 2
+      // subgroups of 2 x 2), 128 x 128 on 2 x 2 (4 x 4 fragments each) past it, BK 32; K split when the tiles are
+      // few (coopmat_split). On the H100 (TFLOP/s, q4_0 at
       // 512x4096x4096 / 512x11008x4096 / 4096^3): 128x128x4x2x32x2 132 / 123 / -; 128x64x4x2x32 117 / 111 / 125;
       // 128x128x2x2x32 109 / 106 / 158 (with 2 splits at 512 tokens: 123 / 120); 128x128x2x4x32x2 132 / 124 / 138;
       // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) far slower (docs/benchmarks.md). The best depends

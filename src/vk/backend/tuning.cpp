@@ -125,9 +125,10 @@ std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens) {
+MatmulTile default_tile(GemmKernel kernel, model::GgmlType type, int64_t n_tokens) {
   if (kernel == GemmKernel::tiled) return kDefaultTiledTile;
-  return n_tokens > kCoopmatLargeBatch ? kDefaultCoopmatLargeTile : kDefaultCoopmatTile;
+  if (n_tokens > kCoopmatLargeBatch) return kDefaultCoopmatLargeTile;
+  return type == model::GgmlType::F16 ? kDefaultCoopmatF16Tile : kDefaultCoopmatTile;
 }
 
 std::string tile_name(GemmKernel kernel, const MatmulTile& t) {
