@@ -305,6 +305,16 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
     }                                                                              \
   }
 
+// One K step at k (DEPTH 2 and 3): the loads of the step AHEAD steps on go into register set L, the multiply-adds
+// run on the stage at `st`, set S (the next step's raw words) is decoded into the stage at `next`, one barrier, and k
+// advances.
+#define K_STEP(L, AHEAD, st, S, next)                              \
+  if (k + AHEAD * BK < K) { LOAD_SET(L, k + AHEAD * BK) }          \
+  COMPUTE(st)                                                      \
+  if (k + BK < K) { STORE_SET(S, k + BK, next) }                   \
+  barrier();                                                       \
+  k += BK;
+
 // Output block (i, j) of this subgroup: straight to y when whole, else through its f32 tile in smem (64 uvec4 at
 // sg * 64, row stride 4 uvec4 = 16 floats) with bounds checks.
 #define STORE_C(i, j)                                                                                         \
@@ -407,17 +417,9 @@ void main() {
     // Two steps per iteration, so each register set has a fixed name. Step at k (stage s, set s): the loads of
     // k + 2 BK go into set s (stored in the previous step), set s ^ 1 (loaded a step earlier) goes to stage s ^ 1.
     for (uint k = k_begin; k < K;) {
-      if (k + 2 * BK < K) { LOAD_SET(0, k + 2 * BK) }
-      COMPUTE(0)
-      if (k + BK < K) { STORE_SET(1, k + BK, STAGE) }
-      barrier();
-      k += BK;
+      K_STEP(0, 2, 0, 1, STAGE)
       if (k >= K) break;
-      if (k + 2 * BK < K) { LOAD_SET(1, k + 2 * BK) }
-      COMPUTE(STAGE)
-      if (k + BK < K) { STORE_SET(0, k + BK, 0) }
-      barrier();
-      k += BK;
+      K_STEP(1, 2, STAGE, 0, 0)
     }
   } else {
     // DEPTH 3: step j (counted from k_begin) uses register set j % 3 and stage j % 2; three steps per iteration,
@@ -427,25 +429,13 @@ void main() {
     barrier();
     uint s = 0;
     for (uint k = k_begin; k < K;) {
-      if (k + 3 * BK < K) { LOAD_SET(0, k + 3 * BK) }
-      COMPUTE(s * STAGE)
-      if (k + BK < K) { STORE_SET(1, k + BK, (s ^ 1u) * STAGE) }
-      barrier();
-      k += BK;
+      K_STEP(0, 3, s * STAGE, 1, (s ^ 1u) * STAGE)
       s ^= 1u;
       if (k >= K) break;
-      if (k + 3 * BK < K) { LOAD_SET(1, k + 3 * BK) }
-      COMPUTE(s * STAGE)
-      if (k + BK < K) { STORE_SET(2, k + BK, (s ^ 1u) * STAGE) }
-      barrier();
-      k += BK;
+      K_STEP(1, 3, s * STAGE, 2, (s ^ 1u) * STAGE)
       s ^= 1u;
       if (k >= K) break;
-      if (k + 3 * BK < K) { LOAD_SET(2, k + 3 * BK) }
-      COMPUTE(s * STAGE)
-      if (k + BK < K) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE) }
-      barrier();
-      k += BK;
+      K_STEP(2, 3, s * STAGE, 0, (s ^ 1u) * STAGE)
       s ^= 1u;
     }
   }
