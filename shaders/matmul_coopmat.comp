@@ -8,19 +8,21 @@
 // (spec constants 1 and 2); subgroup s of K group g = s / (WM WN) owns the (BM/WM) x (BN/WN) block
 // (s' / WN, s' % WN), s' = s % (WM WN), as FM x FN (each <= 4) accumulator fragments of 16 x 16, over the 16-column
 // slices g, g + KG, ... of each K step. KG > 1 multiplies a workgroup's subgroups without shrinking their blocks:
-// the default up to 1024 tokens (128x128x4x2x32x2) has 16 subgroups of 2 x 4 fragments, enough to hide latency with
-// one workgroup per SM (512 x 4096 on 128 x 128 tiles is 128 workgroups), with fewer shared-memory reads per
-// multiply-add than 2 x 2 fragments; the groups' accumulators are summed through shared memory at the end.
+// the default (128x128x2x4x64x2) has 16 subgroups of 4 x 2 fragments, enough to hide latency with one workgroup per
+// SM (512 x 4096 on 128 x 128 tiles is 128 workgroups), with fewer shared-memory reads per multiply-add than 2 x 2
+// fragments; the groups' accumulators are summed through shared memory at the end.
 // K advances in steps of BK (spec constant 6, a multiple of 16): X[BM, BK]
 // (converted to f16) and the dequantized W[BN, BK] (f16) are staged in shared memory as uvec4 (8 halves), both
 // row-major by their M / N index with a padded stride of LDS uvec4 (80 bytes for BK = 32: 8 consecutive fragment rows
 // then fall in 8 distinct groups of 4 banks), so W's tile read column-major is exactly B = W^T [K, N].
-// Pipelining: shared memory holds two stages. While the subgroups multiply stage s, each invocation's global loads
-// for the K step DEPTH steps ahead are in flight as raw words in registers (load_*_raw: no use of the data, so nothing
-// waits for them); after its multiply-adds it decodes the next step's words (decode_*: dequantization, zeros past the
-// matrix) into stage s ^ 1, and one barrier per K step publishes them (stage s ^ 1 was last read before the previous
-// step's barrier). The per-subgroup f32 tiles that edge blocks use at the end alias the stages (after the loop's last
-// barrier).
+// Pipelining: shared memory holds two stages (STAGES, spec constant 12, where they fit the device). While the
+// subgroups multiply stage s, each invocation's global loads for the K step DEPTH steps ahead are in flight as raw
+// words in registers (load_*_raw: no use of the data, so nothing waits for them); after its multiply-adds it decodes
+// the next step's words (decode_*: dequantization, zeros past the matrix) into stage s ^ 1, and one barrier per K step
+// publishes them (stage s ^ 1 was last read before the previous step's barrier). With one stage (the default 128 x 128
+// tile at BK 64: 36 KiB, 72 in two) a second barrier, after the multiply-adds, guards the stores. A K step of 64
+// rather than 32 halves the load instructions per multiply-add, which is what the loop waits on (op_matmul.cpp).
+// The per-subgroup f32 tiles that edge blocks use at the end alias the stages (after the loop's last barrier).
 // Fragments are named variables (a0..a3, b0..b3, c00..c33) guarded by spec-constant conditions, not arrays indexed
 // in loops: on the NVIDIA H100 driver, arrays of cooperative matrices with spec-constant loop bounds ran the
 // multiply-adds at ~28 TFLOP/s, named fragments at 63 (same tile, f16, 4096^3).
@@ -68,6 +70,9 @@ layout(constant_id = 9) const bool X_SPLIT = true;
 // whole K steps). Fills the device when the tiles of C are too few (512 x 4096 on 128 x 128 tiles: 128 workgroups).
 layout(constant_id = 10) const uint SPLIT_K = 1;
 layout(constant_id = 11) const uint KG = 1;  // K groups of WM x WN subgroups (BK % (16 KG) == 0)
+// Shared-memory stages: 2 where they fit the device, else 1 (a second barrier per K step, before the next step's
+// stores). BK 64 on 128 x 128 fits only once in 48 KiB.
+layout(constant_id = 12) const uint STAGES = 2;
 const uint SM = BM / WM, SN = BN / WN;  // one subgroup's block of C
 const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N (the host keeps both <= 4)
 const uint G = BK / 8;                  // uvec4 (8 halves) per staged row
@@ -77,11 +82,12 @@ const uint W_ITEMS = (BN * G + WG - 1) / WG;  // uvec4 staged per invocation and
 const uint X_ITEMS = (BM * G + WG - 1) / WG;
 const uint XS = BM * LDS;  // one stage: X rows [0, XS), then W rows
 const uint STAGE = XS + BN * LDS;
+const uint STAGE1 = STAGES == 2u ? STAGE : 0u;  // where stage 1 starts (the same space with one stage)
 // The edge tiles: 16 x 16 f32 = 64 uvec4 per subgroup; the K groups' sum: one fragment row (FN fragments) of every
 // subgroup of groups 1..KG-1 at a time.
 const uint CS_EDGE = WM * WN * 64, CS_SUM = (KG - 1) * WM * WN * FN * 64;
 const uint CS = CS_EDGE > CS_SUM ? CS_EDGE : CS_SUM;
-shared uvec4 smem[2 * STAGE > CS ? 2 * STAGE : CS];
+shared uvec4 smem[STAGES * STAGE > CS ? STAGES * STAGE : CS];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -311,6 +317,7 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
 #define K_STEP(L, AHEAD, st, S, next)                              \
   if (k + AHEAD * BK < K) { LOAD_SET(L, k + AHEAD * BK) }          \
   COMPUTE(st)                                                      \
+  if (STAGES == 1u) barrier(); /* every subgroup done reading */   \
   if (k + BK < K) { STORE_SET(S, k + BK, next) }                   \
   barrier();                                                       \
   k += BK;
@@ -407,8 +414,9 @@ void main() {
     for (uint k = k_begin, s = 0; k < K; k += BK, s ^= 1u) {
       const bool more = k + BK < K;
       if (more) { LOAD_SET(0, k + BK) }
-      COMPUTE(s * STAGE)
-      if (more) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE) }
+      COMPUTE(s * STAGE1)
+      if (STAGES == 1u) barrier();
+      if (more) { STORE_SET(0, k + BK, (s ^ 1u) * STAGE1) }
       barrier();
     }
   } else if (DEPTH == 2) {
@@ -417,9 +425,9 @@ void main() {
     // Two steps per iteration, so each register set has a fixed name. Step at k (stage s, set s): the loads of
     // k + 2 BK go into set s (stored in the previous step), set s ^ 1 (loaded a step earlier) goes to stage s ^ 1.
     for (uint k = k_begin; k < K;) {
-      K_STEP(0, 2, 0, 1, STAGE)
+      K_STEP(0, 2, 0, 1, STAGE1)
       if (k >= K) break;
-      K_STEP(1, 2, STAGE, 0, 0)
+      K_STEP(1, 2, STAGE1, 0, 0)
     }
   } else {
     // DEPTH 3: step j (counted from k_begin) uses register set j % 3 and stage j % 2; three steps per iteration,
@@ -429,13 +437,13 @@ void main() {
     barrier();
     uint s = 0;
     for (uint k = k_begin; k < K;) {
-      K_STEP(0, 3, s * STAGE, 1, (s ^ 1u) * STAGE)
+      K_STEP(0, 3, s * STAGE1, 1, (s ^ 1u) * STAGE1)
       s ^= 1u;
       if (k >= K) break;
-      K_STEP(1, 3, s * STAGE, 2, (s ^ 1u) * STAGE)
+      K_STEP(1, 3, s * STAGE1, 2, (s ^ 1u) * STAGE1)
       s ^= 1u;
       if (k >= K) break;
-      K_STEP(2, 3, s * STAGE, 0, (s ^ 1u) * STAGE)
+      K_STEP(2, 3, s * STAGE1, 0, (s ^ 1u) * STAGE1)
       s ^= 1u;
     }
   }

@@ -13,6 +13,7 @@
 #include "engine/op_case.h"
 #include "engine/op_cases.h"
 #include "test_util.h"
+#include "vk/backend/encoder.h"
 #include "vk/backend/tuning.h"
 #include "vk/backend/vk_backend.h"
 #include "vk_test_util.h"
@@ -69,7 +70,7 @@ double limit_for(const std::string& kernels) { return kernels.find("coopmat") !=
 // A candidate other than the default that the backend's device can run for `kernel`, skipping `except`.
 MatmulTile other_tile(const engine::Backend& b, GemmKernel kernel, const MatmulTile& except = {}) {
   for (const MatmulTile& t : tile_candidates(kernel))
-    if (t != default_tile(kernel, GgmlType::Q4_0) && t != except && matmul_config_valid(b, {kernel, t})) return t;
+    if (t != default_tile(kernel) && t != except && matmul_config_valid(b, {kernel, t})) return t;
   FAIL("no second valid tile");
   return {};
 }
@@ -106,11 +107,9 @@ TEST_CASE("tuning cache: text round trip, save and load, tile names") {
   CHECK(warning.empty());  // no file: an empty cache, no warning
 
   CHECK(tile_name(GemmKernel::tiled, kDefaultTiledTile) == "64x64x16");
-  CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x128x4x2x32x2");
-  CHECK(default_tile(GemmKernel::coopmat, GgmlType::Q4_0, 512) == kDefaultCoopmatTile);
-  CHECK(default_tile(GemmKernel::coopmat, GgmlType::F16, 512) == kDefaultCoopmatF16Tile);
-  CHECK(default_tile(GemmKernel::coopmat, GgmlType::Q4_0, 4096) == kDefaultCoopmatLargeTile);
-  CHECK(default_tile(GemmKernel::coopmat, GgmlType::F16, 4096) == kDefaultCoopmatLargeTile);
+  CHECK(tile_name(GemmKernel::coopmat, kDefaultCoopmatTile) == "128x128x2x4x64x2");
+  CHECK(default_tile(GemmKernel::coopmat) == kDefaultCoopmatTile);
+  CHECK(default_tile(GemmKernel::tiled) == kDefaultTiledTile);
   CHECK(parse_tile(GemmKernel::coopmat, "64x64x2x2") == MatmulTile{64, 64, 2, 2, 32});
   CHECK(parse_tile(GemmKernel::coopmat, "128x128x2x2x32x2") == MatmulTile{128, 128, 2, 2, 32, 2});
   CHECK(tile_name(GemmKernel::coopmat, MatmulTile{128, 128, 2, 2, 32, 2}) == "128x128x2x2x32x2");
@@ -201,6 +200,28 @@ TEST_CASE("tuning cache: corrupt, truncated and hostile files are ignored with o
   CHECK(r.nmse <= limit_for(r.kernels));
 }
 
+// matmul_coopmat's limits on a device like the H100 (subgroups of 32, 1024 invocations, 48 KiB of shared memory):
+// two shared-memory stages where they fit, else one; a tile whose one stage does not fit is invalid.
+TEST_CASE("coopmat tile validity and shared-memory stages") {
+  DeviceInfo info;
+  info.subgroup_size = 32;
+  info.max_workgroup_invocations = 1024;
+  info.max_workgroup_size = {1024, 1024, 64};
+  info.max_shared_memory = 49152;
+  const auto tile = [](const char* name) { return *parse_tile(GemmKernel::coopmat, name); };
+  const MatmulTile bk32 = tile("128x128x4x2x32x2"), bk64 = tile("128x128x4x2x64x2");
+  CHECK(matmul_tile_valid(GemmKernel::coopmat, bk32, info));
+  CHECK(coopmat_stages(bk32, info) == 2);  // 2 x 256 rows x 80 bytes = 40 KiB
+  CHECK(matmul_tile_valid(GemmKernel::coopmat, bk64, info));
+  CHECK(coopmat_stages(bk64, info) == 1);  // 256 rows x 144 bytes = 36 KiB, twice would be 72
+  info.max_shared_memory = 98304;
+  CHECK(coopmat_stages(bk64, info) == 2);
+  info.max_shared_memory = 32768;
+  CHECK_FALSE(matmul_tile_valid(GemmKernel::coopmat, bk64, info));
+  CHECK(matmul_tile_valid(GemmKernel::coopmat, bk32, info));
+  CHECK(coopmat_stages(bk32, info) == 1);
+}
+
 TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles are ignored") {
   const fs::path dir = vt::scratch_dir("tuning-precedence");
   const GgmlType type = GgmlType::Q4_0;
@@ -225,7 +246,7 @@ TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles
   SUBCASE("default without a cache") {
     auto vk = backend_in(dir);
     const CaseResult r = run_matmul(*vk, type);
-    CHECK(r.kernels.find(kernel_name + tile_name(kernel, default_tile(kernel, type)) + " (default)") != std::string::npos);
+    CHECK(r.kernels.find(kernel_name + tile_name(kernel, default_tile(kernel)) + " (default)") != std::string::npos);
     CHECK(r.nmse <= limit_for(r.kernels));
   }
   TuningCache cache;

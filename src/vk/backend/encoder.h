@@ -184,6 +184,8 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = f
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
 // Whether `tile` satisfies the kernel's rules on the device (matmul_tiled.comp / matmul_coopmat.comp limits).
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info);
+// matmul_coopmat's shared-memory stages for `tile` on the device: 2 where they fit, else 1.
+uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info);
 // Whether the device (and this build) can run matmul_coopmat for weights of `type`.
 bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& features, model::GgmlType type);
 // Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option (decode: up to 4 tokens).

@@ -23,16 +23,19 @@ namespace greta::vk {
 
 namespace {
 
+// One shared-memory stage of matmul_coopmat: X and W rows as uvec4 with a padded stride of bk / 8 + 1.
+uint64_t coopmat_stage_bytes(const MatmulTile& t) { return uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16; }
+
 // matmul_coopmat.comp's limits: at most 4 x 4 fragments per subgroup, BK a multiple of 16 per K group, and at most 4
-// staged uvec4 (8 halves each) of X and of W per invocation and K step; its two shared-memory stages must fit the
-// device.
+// staged uvec4 (8 halves each) of X and of W per invocation and K step; one of its shared-memory stages must fit the
+// device (two run where they fit: coopmat_stages).
 bool coopmat_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
   if (t.wm == 0 || t.wn == 0 || t.bk == 0 || t.kg == 0 || t.kg > 4) return false;
   const uint64_t threads = uint64_t(t.kg) * t.wm * t.wn * info.subgroup_size;
-  // Two stages of X and W rows (uvec4 with a padded stride of bk / 8 + 1); the edge tiles (1 KiB per subgroup of K
-  // group 0) and the K groups' sum (one fragment row of groups 1..kg-1: 1 KiB per fragment) alias them.
+  // The stages; the edge tiles (1 KiB per subgroup of K group 0) and the K groups' sum (one fragment row of groups
+  // 1..kg-1: 1 KiB per fragment) alias them.
   const uint64_t fn = t.bn / t.wn / 16;
-  const uint64_t shared_bytes = std::max({2 * uint64_t(t.bm + t.bn) * (t.bk / 8 + 1) * 16, uint64_t(t.wm) * t.wn * 1024,
+  const uint64_t shared_bytes = std::max({coopmat_stages(t, info) * coopmat_stage_bytes(t), uint64_t(t.wm) * t.wn * 1024,
                                           uint64_t(t.kg - 1) * t.wm * t.wn * fn * 1024});
   if (threads > info.max_workgroup_invocations || threads > info.max_workgroup_size[0] ||
       shared_bytes > info.max_shared_memory)
@@ -88,7 +91,7 @@ ChosenTile choose_tile(const OpEncoder& e, GemmKernel kernel, model::GgmlType ty
     const MatmulShapeClass shape{kernel, type, token_bucket(op.n_tokens), op.out_features, op.in_features};
     if (const auto it = tuning.tuned->find(shape); it != tuning.tuned->end()) return {it->second.tile, "tuned"};
   }
-  return {default_tile(kernel, type, op.n_tokens), "default"};
+  return {default_tile(kernel), "default"};
 }
 
 struct MatmulPush {
@@ -124,15 +127,16 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone) {
   return split;
 }
 
-// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use. The staging loads are what the
-// kernel waits on (H100 lab build, 512x4096x4096 on 128x128x4x2x32x2: without the loop's global loads 250 TFLOP/s
-// against 118-140 with them), so each step further ahead helps while the raw words fit in registers: 3 for Q4_0 on
-// tiles with K groups (512 invocations, at most 128 registers each: Q4_0 takes 126; 7B pp512 9283 -> 9562 tokens/s,
-// q4_0 512x4096x11008 164 -> 173 TFLOP/s), where Q4_K and Q6_K reach 128 and lose 5-10 % (Q6_K spills to shared
-// memory) and f16 is unchanged; else 2 (f16 4096^3 on 128x128x2x2x32: 213 against 193 with 1 and 174 with 3).
+// matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use, as far ahead as the raw words fit
+// in registers and help. With one shared-memory stage (the default tile), a K step of 64 hides a load: 1, but 2 for
+// F16 (H100 TFLOP/s on 128x128x2x4x64x2, depth 1 / 2: q4_0 512x4096x11008 189 / 186, q6_K 132 / 113 (spills), q4_K
+// 157 / 157; f16 176 / 200). With two stages: 3 for Q4_0 on tiles with K groups (512 invocations, at most 128
+// registers each: Q4_0 takes 126; q4_0 512x4096x11008 on 128x128x4x2x32x2 164 -> 173), where Q4_K and Q6_K reach 128
+// and lose 5-10 %; else 2 (f16 4096^3 on 128x128x2x2x32: 213 against 193 with 1 and 174 with 3).
 // GRETA_VK_GEMM_DEPTH=1|2|3 forces it for comparisons.
-uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile) {
+uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32_t stages) {
   const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
+  if ((!v || !*v) && stages == 1) return type == model::GgmlType::F16 ? 2 : 1;
   if (!v || !*v) return type == model::GgmlType::Q4_0 && tile.kg > 1 ? 3 : 2;
   const std::string_view s(v);
   if (s != "1" && s != "2" && s != "3") fail("GRETA_VK_GEMM_DEPTH=", s, ": expected 1, 2 or 3");
@@ -140,6 +144,10 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile) {
 }
 
 }  // namespace
+
+uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info) {
+  return 2 * coopmat_stage_bytes(tile) <= info.max_shared_memory ? 2 : 1;
+}
 
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info) {
   return kernel == GemmKernel::coopmat ? coopmat_tile_valid(tile, info) : tiled_tile_valid(tile, info);
@@ -190,13 +198,16 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                  {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
     } else {
-      // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages: by default 128 x 128 on
-      // 2 K groups of 4 x 2 subgroups (2 x 4 fragments each) up to 1024 tokens (F16 weights: 128 x 64 on 4 x 2
-      // subgroups of 2 x 2), 128 x 128 on 2 x 2 (4 x 4 fragments each) past it, BK 32; K split when the tiles are
-      // few (coopmat_split). On the H100 (TFLOP/s, q4_0 at
-      // 512x4096x4096 / 512x11008x4096 / 4096^3): 128x128x4x2x32x2 132 / 123 / -; 128x64x4x2x32 117 / 111 / 125;
-      // 128x128x2x2x32 109 / 106 / 158 (with 2 splits at 512 tokens: 123 / 120); 128x128x2x4x32x2 132 / 124 / 138;
-      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) far slower (docs/benchmarks.md). The best depends
+      // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages where they fit, else
+      // one: by default 128 x 128 at BK 64 on 2 K groups of 2 x 4 subgroups (4 x 2 fragments each), one stage of
+      // 36 KiB; K split when the tiles are few (coopmat_split). A K step of 64 halves the staging load instructions
+      // per multiply-add: each touches 4 rows' cache lines instead of 8 (a Q4_0 lane's 4 word loads touched every
+      // row 4 times per 32 columns, and the L1 load pipeline was the limit: in a lab build, the same loads all on one
+      // row took 512x4096x4096 from 135 to 168 TFLOP/s). On the H100 (TFLOP/s, 512x4096x4096 / 512x11008x4096 /
+      // 4096^3, q4_0 then f16): 128x128x2x4x64x2 (depth 1, f16 2) 161 / 154 / 171, 177 / 172 / 197;
+      // 128x128x4x2x64x2 162 / 155 / 172. The previous defaults: q4_0 on 128x128x4x2x32x2 136 / 127, f16 on
+      // 128x64x4x2x32 146 / 141, and past 1024 tokens 128x128x2x2x32 at 4096^3 161 (q4_0), 195 (f16).
+      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) is far slower (docs/benchmarks.md). The best depends
       // on the shape: greta-vk tune measures it per device and shape class.
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
@@ -225,16 +236,20 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
         e.barrier();  // an earlier GEMM's reduction may still read the partials
       }
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
-      const uint32_t depth = coopmat_load_depth(w.type, tile);
+      const uint32_t stages = coopmat_stages(tile, e.info());
+      const uint32_t depth = coopmat_load_depth(w.type, tile, stages);
       const auto& p = e.pipeline(id,
                                  {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
                                   {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},
-                                  {9, x_split}, {10, split}, {11, tile.kg}},
+                                  {9, x_split}, {10, split}, {11, tile.kg},
+                                  {12, stages}},
                                  options);
       e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
-      // "matmul_coopmat_x16_q4_0 128x128x4x2x32x2 (default) split-K 4 depth 3": the tile next to where it came from.
+      // "matmul_coopmat_x16_q4_0 128x128x4x2x32x2 (default) split-K 4 depth 3": the tile next to where it came from
+      // (and " one stage" for a tile whose two stages would not fit).
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
-                         split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : ""));
+                         split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : "",
+                         stages == 1 ? " one stage" : ""));
       if (split > 1) {  // y += each partial (add_inplace), in split order
         e.barrier();
         const uint32_t count = to_u32(int64_t(part_elems), "split-K partial elements");

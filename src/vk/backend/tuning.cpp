@@ -35,10 +35,11 @@ constexpr double kMaxMicroseconds = 1e12;
 
 // Candidates, the default first. Coopmat (BMxBNxWMxWNxBK): the tiles measured on the H100 while the kernel was
 // written (op_matmul.cpp's comment) and their neighbours: 2x2..4x4 subgroups, 1..4 fragments each way per subgroup,
-// K steps of 16..64 (two shared-memory stages must fit: 48 KiB on the H100 rules out 128x64 at BK 64 and anything of
-// 384 rows at BK 32), 1 or 2 K groups. Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
+// K steps of 16..64 (one shared-memory stage must fit, two run where they fit: 48 KiB on the H100 holds 128x128 at
+// BK 64 once), 1 or 2 K groups. Tiled (BMxBNxBK): workgroups of 64..1024 invocations, K steps of 8..32.
 constexpr MatmulTile k_coopmat_candidates[] = {
-    {128, 128, 4, 2, 32, 2}, {128, 64, 4, 2, 32},  {128, 128, 2, 2, 32}, {64, 64, 2, 2, 32},
+    {128, 128, 2, 4, 64, 2}, {128, 128, 4, 2, 64, 2}, {128, 128, 4, 2, 32, 2},
+    {128, 64, 4, 2, 32},     {128, 128, 2, 2, 32}, {64, 64, 2, 2, 32},
     {64, 128, 2, 4, 32},     {64, 128, 2, 2, 32},  {128, 64, 2, 2, 32},  {128, 128, 4, 2, 32},
     {128, 128, 2, 4, 32},    {128, 128, 4, 4, 32}, {128, 128, 2, 2, 16}, {256, 128, 4, 2, 16},
     {128, 256, 2, 4, 16},    {256, 64, 4, 2, 16},  {64, 64, 2, 2, 64},   {128, 64, 4, 2, 16},
@@ -125,10 +126,8 @@ std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-MatmulTile default_tile(GemmKernel kernel, model::GgmlType type, int64_t n_tokens) {
-  if (kernel == GemmKernel::tiled) return kDefaultTiledTile;
-  if (n_tokens > kCoopmatLargeBatch) return kDefaultCoopmatLargeTile;
-  return type == model::GgmlType::F16 ? kDefaultCoopmatF16Tile : kDefaultCoopmatTile;
+MatmulTile default_tile(GemmKernel kernel) {
+  return kernel == GemmKernel::tiled ? kDefaultTiledTile : kDefaultCoopmatTile;
 }
 
 std::string tile_name(GemmKernel kernel, const MatmulTile& t) {

@@ -51,17 +51,12 @@ struct MatmulConfig {
   auto operator<=>(const MatmulConfig&) const = default;
 };
 
-// The built-in defaults (op_matmul.cpp explains them). The coopmat GEMM has three: up to kCoopmatLargeBatch tokens
-// 128x128 tiles on 2 K groups of 4 x 2 subgroups (16 subgroups of 116 registers on the H100: one workgroup fills an
-// SM, and 512 x 4096 is 128 workgroups), except for F16 weights, which keep 128x64 tiles on 8 subgroups (H100 at 512
-// tokens: 140-166 TFLOP/s against 107-124 on the K groups); past it, 128x128 tiles on 4 subgroups of 64 x 64
-// fragments, which reread the least of X and W from shared memory.
+// The built-in defaults (op_matmul.cpp explains them). The coopmat GEMM's, for every weight type and batch: 128x128
+// tiles at K steps of 64 on 2 K groups of 2 x 4 subgroups (16 subgroups of 2 x 4 fragments: one workgroup fills an
+// H100 SM, and 512 x 4096 is 128 workgroups), in one shared-memory stage where two do not fit (48 KiB).
 inline constexpr MatmulTile kDefaultTiledTile{64, 64, 0, 0, 16};
-inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 4, 2, 32, 2};
-inline constexpr MatmulTile kDefaultCoopmatF16Tile{128, 64, 4, 2, 32};
-inline constexpr MatmulTile kDefaultCoopmatLargeTile{128, 128, 2, 2, 32};
-inline constexpr int64_t kCoopmatLargeBatch = 1024;
-MatmulTile default_tile(GemmKernel kernel, model::GgmlType type, int64_t n_tokens = 1);
+inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 2, 4, 64, 2};
+MatmulTile default_tile(GemmKernel kernel);
 
 // "64x64x16" (tiled: BMxBNxBK), "128x64x4x2x64" (coopmat: BMxBNxWMxWNxBK), "128x128x2x2x32x2" (coopmat with
 // KG > 1: BMxBNxWMxWNxBKxKG).
