@@ -35,8 +35,9 @@ bool coopmat_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
   // The stages; the edge tiles (1 KiB per subgroup of K group 0) and the K groups' sum (one fragment row of groups
   // 1..kg-1: 1 KiB per fragment) alias them.
   const uint64_t fn = t.bn / t.wn / 16;
-  const uint64_t shared_bytes = std::max({coopmat_stages(t, info) * coopmat_stage_bytes(t), uint64_t(t.wm) * t.wn * 1024,
-                                          uint64_t(t.kg - 1) * t.wm * t.wn * fn * 1024});
+  const uint64_t stages_bytes = coopmat_stages(t, info) * coopmat_stage_bytes(t);
+  const uint64_t shared_bytes =
+      std::max({stages_bytes, uint64_t(t.wm) * t.wn * 1024, uint64_t(t.kg - 1) * t.wm * t.wn * fn * 1024});
   if (threads > info.max_workgroup_invocations || threads > info.max_workgroup_size[0] ||
       shared_bytes > info.max_shared_memory)
     return false;
@@ -207,8 +208,8 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       // 4096^3, q4_0 then f16): 128x128x2x4x64x2 (depth 1, f16 2) 161 / 154 / 171, 177 / 172 / 197;
       // 128x128x4x2x64x2 162 / 155 / 172. The previous defaults: q4_0 on 128x128x4x2x32x2 136 / 127, f16 on
       // 128x64x4x2x32 146 / 141, and past 1024 tokens 128x128x2x2x32 at 4096^3 161 (q4_0), 195 (f16).
-      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) is far slower (docs/benchmarks.md). The best depends
-      // on the shape: greta-vk tune measures it per device and shape class.
+      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) is far slower (docs/benchmarks.md). The best
+      // depends on the shape: greta-vk tune measures it per device and shape class.
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
@@ -239,14 +240,13 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       const uint32_t stages = coopmat_stages(tile, e.info());
       const uint32_t depth = coopmat_load_depth(w.type, tile, stages);
       const auto& p = e.pipeline(id,
-                                 {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm}, {4, tile.wn},
-                                  {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},
-                                  {9, x_split}, {10, split}, {11, tile.kg},
-                                  {12, stages}},
+                                 {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm},
+                                  {4, tile.wn}, {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},
+                                  {9, x_split}, {10, split}, {11, tile.kg}, {12, stages}},
                                  options);
       e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
-      // "matmul_coopmat_x16_q4_0 128x128x4x2x32x2 (default) split-K 4 depth 3": the tile next to where it came from
-      // (and " one stage" for a tile whose two stages would not fit).
+      // "matmul_coopmat_x16_q4_0 128x128x2x4x64x2 (default) split-K 4 depth 1 one stage": the tile next to where it
+      // came from, then what differs from two stages at depth 2.
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
                          split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : "",
                          stages == 1 ? " one stage" : ""));
