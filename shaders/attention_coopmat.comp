@@ -9,16 +9,20 @@
 // kept in D/16 named A-fragments per subgroup. Keys and values are visited in blocks of 32, staged as f16 in shared
 // memory by the whole workgroup (row-major [key][dim] with a padded row stride of D + 8 halves, so that the 8 rows
 // of a 16-byte-per-row fragment read fall in distinct banks; K read column-major is K^T); each invocation's global
-// loads of the next block are issued before the current block's multiply-adds and stored after them. Two passes:
-//   pass 1, per block: S (16 x 32) = Q K^T -> shared; each row's running max of the scaled scores (causal mask:
-//     key > positions[t] is left out), two invocations per row combined with a shuffle; the 16 rows' invocations
-//     visit their keys in rotated order (row r starts at key r), so a read of S touches 32 distinct banks;
-//   pass 2, per block: S again; P = exp(S * scale - max) as f16 -> shared (masked keys 0), each row's sum l kept in
-//     a register of its first invocation; O (16 x D) += P V in D/16 named f32 accumulators.
-// Finally out = O / l, through a 16 x 16 f32 tile per subgroup. With the maximum known before any exponential, O
-// needs no rescaling per block: the one-pass form kept O in shared memory and rescaled it 16 columns at a time
-// through a scratch tile, because KHR cooperative matrices cannot scale an accumulator's rows; on the H100 that
-// cost more than computing Q K^T twice. Rows past n_tokens are computed with every key masked and never written.
+// loads of the next block are issued before the current block's multiply-adds and stored after them.
+// One pass with the online softmax, per block:
+//   S (16 x 32) = Q K^T -> shared; two invocations per row (combined with a shuffle) take the row's new maximum m'
+//   of the scaled scores (causal mask: key > positions[t] is left out), alpha = exp(m - m'), P = exp(S * scale - m')
+//   as f16 -> shared (masked keys 0) and l = l * alpha + sum P; the 16 rows' invocations visit their keys in rotated
+//   order (row r starts at key r), so a read of S touches 32 distinct banks;
+//   O (16 x D, D/16 named f32 accumulators) is scaled row by row by alpha, then O += P V.
+// KHR cooperative matrices have no row-wise scaling, and which rows a lane's accumulator elements belong to is the
+// implementation's choice; but it is the same for every matrix of one type. So each subgroup loads, once, an
+// accumulator whose element (r, c) is r: its element i names the row of element i of every O fragment, and the
+// scaling is a multiply per element by that row's alpha (read from shared memory). This replaced two passes (the
+// maximum first, Q K^T computed twice) and, before them, O kept in shared memory.
+// Finally out = O / l, through a 16 x 16 f32 tile per subgroup. Rows past n_tokens are computed with every key
+// masked and never written.
 // Shared memory at D = 128, WARPS = 4: K and V 17 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 0.5 KiB.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -49,7 +53,7 @@ const uint WG = gl_WorkGroupSize.x;
 const uint ITEMS = (BC * MAX_D / 4 + WG - 1) / WG;
 shared float ss[WARPS * BR * BC];  // S per subgroup; at the end, its 16 x 16 output tile
 shared float16_t ps[WARPS * BR * BC];
-shared float row_m[WARPS * BR], row_l[WARPS * BR];
+shared float row_alpha[WARPS * BR], row_l[WARPS * BR];
 shared int row_pos[WARPS * BR];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
@@ -142,7 +146,6 @@ void main() {
   for (uint r = tid; r < rows; r += WG) {
     const uint t = t0 + r;
     row_pos[r] = t < pc.n_tokens ? positions[t] : -1;
-    row_m[r] = -1.0 / 0.0;
   }
   barrier();
   FRAG_A qf0, qf1, qf2, qf3, qf4, qf5, qf6, qf7;
@@ -156,33 +159,21 @@ void main() {
   // Softmax lanes: invocations 2r and 2r + 1 of the subgroup (at least 32 invocations, checked by the host) take
   // keys 0..15 and 16..31 of row r and combine with a shuffle.
   const bool softmax_lane = lane < 2 * BR;
-  const uint my_row = r0 + lane / 2, my_half = lane % 2;
+  // Lanes past the first 32 (64-wide subgroups) alias rows 0..15 with every key masked and never write.
+  const uint my_row = r0 + (lane / 2) % BR, my_half = lane % 2;
   const int my_pos = softmax_lane ? row_pos[my_row] : -1;
 
   vec4 kr[ITEMS], vr[ITEMS];  // raw f32 rows of the next block (kv_load)
-  // Pass 1: each row's maximum scaled score over its unmasked keys.
-  float m = -1.0 / 0.0;
-  if (kv_end > 0u) { KV_PREFETCH(0u, false) }
-  for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-    KV_STAGE(j0, false)
-    barrier();
-    if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, false) }
-    SCORES()
-    sync_subgroup();
-    if (softmax_lane)
-      for (uint i = 0; i < 16; ++i) {
-        const uint kk = 16 * my_half + ((i + my_row) & 15u);
-        if (int(j0 + kk) <= my_pos) m = max(m, ss[my_row * BC + kk] * pc.scale);
-      }
-    barrier();  // every subgroup is done with this block's K
-  }
-  m = max(m, subgroupShuffleXor(m, 1));
-  if (m == -1.0 / 0.0) m = 0.0;  // a row without keys (past n_tokens): every p is 0 anyway
+  // Row ids: element i of any accumulator of this subgroup lies in row rid[i] (see the top).
+  for (uint e = lane; e < 256; e += n_lanes) ss[w * BR * BC + e] = float(e / 16);
+  sync_subgroup();
+  FRAG_C rid;
+  coopMatLoad(rid, ss, w * BR * BC, 16, gl_CooperativeMatrixLayoutRowMajor);
+  sync_subgroup();  // read before the first block's S overwrites it
 
-  // Pass 2: P = exp(S * scale - m), l = sum P, O = P V.
   FRAG_C o0 = FRAG_C(0.0), o1 = FRAG_C(0.0), o2 = FRAG_C(0.0), o3 = FRAG_C(0.0);
   FRAG_C o4 = FRAG_C(0.0), o5 = FRAG_C(0.0), o6 = FRAG_C(0.0), o7 = FRAG_C(0.0);
-  float l = 0.0;
+  float m = -1.0 / 0.0, l = 0.0;  // the softmax lanes' row maximum (both lanes of a row) and half-row sum
   if (kv_end > 0u) { KV_PREFETCH(0u, true) }
   for (uint j0 = 0; j0 < kv_end; j0 += BC) {
     KV_STAGE(j0, true)
@@ -190,14 +181,35 @@ void main() {
     if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, true) }
     SCORES()
     sync_subgroup();
-    if (softmax_lane)
-      for (uint i = 0; i < 16; ++i) {
+    float sv[16];  // the row's 16 scaled scores of this lane (-inf where masked; all of them off the softmax lanes)
+    float bm = -1.0 / 0.0;
+    [[unroll]] for (uint i = 0; i < 16; ++i) {
+      const uint kk = 16 * my_half + ((i + my_row) & 15u);
+      sv[i] = int(j0 + kk) <= my_pos ? ss[my_row * BC + kk] * pc.scale : -1.0 / 0.0;
+      bm = max(bm, sv[i]);
+    }
+    const float m_new = max(m, max(bm, subgroupShuffleXor(bm, 1)));
+    // No key of the row so far (m_new = -inf): nothing to scale, every p is 0.
+    const float base = m_new == -1.0 / 0.0 ? 0.0 : m_new;
+    const float alpha = exp(m - base);
+    if (softmax_lane) {
+      float sum = 0.0;
+      [[unroll]] for (uint i = 0; i < 16; ++i) {
         const uint kk = 16 * my_half + ((i + my_row) & 15u);
-        const float p = int(j0 + kk) <= my_pos ? exp(ss[my_row * BC + kk] * pc.scale - m) : 0.0;
+        const float p = exp(sv[i] - base);
         ps[my_row * BC + kk] = float16_t(p);
-        l += p;
+        sum += p;
       }
+      l = l * alpha + sum;
+      if (my_half == 0u) row_alpha[my_row] = alpha;
+    }
+    m = m_new;
     sync_subgroup();
+    // O rows *= alpha (element i of every O fragment is in row rid[i]).
+    [[unroll]] for (int i = 0; i < rid.length(); ++i) {
+      const float a = row_alpha[r0 + uint(rid[i])];
+      o0[i] *= a; o1[i] *= a; o2[i] *= a; o3[i] *= a; o4[i] *= a; o5[i] *= a; o6[i] *= a; o7[i] *= a;
+    }
     FRAG_A pf0, pf1;
     coopMatLoad(pf0, ps, w * BR * BC, BC, gl_CooperativeMatrixLayoutRowMajor);
     coopMatLoad(pf1, ps, w * BR * BC + 16, BC, gl_CooperativeMatrixLayoutRowMajor);
