@@ -25,6 +25,12 @@ constexpr double kMinGain = 0.02;
 // rounds its operands to f16 (the limits of tests/vk/vk_ops_test.cpp).
 constexpr double kTiledNmse = 1e-9;
 constexpr double kF16OperandsNmse = 2e-6;
+// GPUs lower their clocks when idle, and the tuner mostly is: the pipelines of each candidate are built between short
+// bursts of GPU work. On the H100 the SM clock fell from 1980 to 345 MHz a few candidates into a run, and every later
+// candidate measured about 5x slow (q4_0 512x11008x4096 on the default tile: 1540 us against 301 in vk_gemm_bench),
+// so the tuner swapped in tiles that cost 7B pp512 2 %. Each candidate therefore runs back to back for this long
+// before it is timed, which brings the clock back up (it reached 1980 MHz within 250 ms in nvidia-smi's samples).
+constexpr double kGpuWarmupSeconds = 0.3;
 
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {
   double num = 0, den = 0;
@@ -85,9 +91,10 @@ struct Measured {
   std::vector<float> output;  // of the first run
 };
 
-// Prepares `mp` with `config`, runs it once (the output, and the warm-up), then times it.
+// Prepares `mp` with `config`, runs it once (the output), warms the GPU up with it for `warmup_seconds`, then times
+// it.
 Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vector<float>& x,
-                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush) {
+                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush, double warmup_seconds) {
   set_matmul_config(backend, config);
   auto prepared = backend.prepare(mp.plan);
   set_matmul_config(backend, std::nullopt);
@@ -98,6 +105,11 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
   Measured m;
   m.output.resize(size_t(mp.plan.buffers[size_t(mp.y)].elems));
   backend.read(*prepared, mp.y, 0, m.output);
+  const auto warmup_start = std::chrono::steady_clock::now();
+  while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count() < warmup_seconds) {
+    backend.execute(*prepared, step);
+    prepared->op_spans().clear();
+  }
 
   double best = INFINITY;
   const auto start = std::chrono::steady_clock::now();
@@ -119,6 +131,7 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
 // Times every valid candidate of `shape` and returns the row (with `best` the winner).
 TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const MatmulShapeClass& shape, int64_t m,
                  const TuneOptions& options, CacheFlush* flush) {
+  const double warmup = flush ? kGpuWarmupSeconds : 0.0;  // a CPU device (no flush either) has no clocks to raise
   TuneRow row;
   row.shape = shape;
   row.m = m;
@@ -137,7 +150,7 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
     if (!matmul_config_valid(backend, config)) continue;
     Measured r;
     try {
-      r = measure(backend, mp, x, config, options, flush);
+      r = measure(backend, mp, x, config, options, flush, warmup);
     } catch (const Error&) {
       if (reference.empty()) throw;  // the reference must run
       ++row.rejected;  // e.g. a pipeline the driver cannot build: not a candidate here

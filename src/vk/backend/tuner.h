@@ -6,8 +6,9 @@
 //   3. each candidate's output is compared with the default tile's (NMSE limit 1e-9 for the f32 tiled kernel, 2e-6
 //      for f16 operands): a candidate that computes something else (or that fails to prepare or run, e.g. a pipeline
 //      the driver cannot build) is rejected, never timed;
-//   4. each candidate runs once more as a warm-up, then up to `reps` times (or until `max_seconds` have passed, at
-//      least twice) with GPU timestamps; its time is the fastest run (noise only ever adds time);
+//   4. on a GPU each candidate then runs back to back for 0.3 s (the clocks fall while the tuner builds pipelines),
+//      and is timed up to `reps` times (or until `max_seconds` have passed, at least twice) with GPU timestamps, the
+//      last-level cache evicted before each run; its time is the fastest run (noise only ever adds time);
 //   5. the fastest candidate wins, unless the default is within 2 % of it (so repeated runs agree, and the default
 //      stays where tuning buys nothing); the winner is stored with both times.
 // Shape classes already in the cache are skipped unless `force`; when every class is cached nothing is measured.
