@@ -91,10 +91,10 @@ struct Measured {
   std::vector<float> output;  // of the first run
 };
 
-// Prepares `mp` with `config`, runs it once (the output), warms the GPU up with it for `warmup_seconds`, then times
-// it.
+// Prepares `mp` with `config`, runs it once (the output), on a GPU (`flush` set) warms it up with it for
+// kGpuWarmupSeconds, then times it.
 Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vector<float>& x,
-                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush, double warmup_seconds) {
+                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush) {
   set_matmul_config(backend, config);
   auto prepared = backend.prepare(mp.plan);
   set_matmul_config(backend, std::nullopt);
@@ -105,6 +105,7 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
   Measured m;
   m.output.resize(size_t(mp.plan.buffers[size_t(mp.y)].elems));
   backend.read(*prepared, mp.y, 0, m.output);
+  const double warmup_seconds = flush ? kGpuWarmupSeconds : 0.0;  // a CPU device has no clocks to raise
   const auto warmup_start = std::chrono::steady_clock::now();
   while (std::chrono::duration<double>(std::chrono::steady_clock::now() - warmup_start).count() < warmup_seconds) {
     backend.execute(*prepared, step);
@@ -131,7 +132,6 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
 // Times every valid candidate of `shape` and returns the row (with `best` the winner).
 TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const MatmulShapeClass& shape, int64_t m,
                  const TuneOptions& options, CacheFlush* flush) {
-  const double warmup = flush ? kGpuWarmupSeconds : 0.0;  // a CPU device (no flush either) has no clocks to raise
   TuneRow row;
   row.shape = shape;
   row.m = m;
@@ -150,7 +150,7 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
     if (!matmul_config_valid(backend, config)) continue;
     Measured r;
     try {
-      r = measure(backend, mp, x, config, options, flush, warmup);
+      r = measure(backend, mp, x, config, options, flush);
     } catch (const Error&) {
       if (reference.empty()) throw;  // the reference must run
       ++row.rejected;  // e.g. a pipeline the driver cannot build: not a candidate here
