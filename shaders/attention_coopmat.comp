@@ -1,6 +1,8 @@
 #version 450
 // Causal prefill attention on cooperative matrices (VK_KHR_cooperative_matrix 16x16x16, f16 operands, f32
-// accumulation): the same contract as attention.comp for head dims that are multiples of 16 and at most 128.
+// accumulation): the same contract as attention.comp (the paged cache, several sequences per step) for head dims that
+// are multiples of 16 and at most 128. The caches are f32 (converted to f16 when staged), or f16 with CACHE_F16
+// (staged as they are).
 //
 // A workgroup of WARPS subgroups (spec constant 1, at most 4; local size = WARPS * the subgroup size, spec constant 0)
 // owns 16 * WARPS consecutive query tokens of one head h (KV head g = h / (n_heads / n_kv_heads)); subgroup w owns
@@ -23,22 +25,37 @@
 // maximum first, Q K^T computed twice) and, before them, O kept in shared memory.
 // Finally out = O / l, through a 16 x 16 f32 tile per subgroup. Rows past n_tokens are computed with every key
 // masked and never written.
-// Shared memory at D = 128, WARPS = 4: K and V 17 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 0.5 KiB.
+// Several sequences: a workgroup's rows may span several of them (a step's tokens are grouped by sequence, positions
+// increasing within one: engine/plan.h). The rows of one sequence are a run of consecutive rows; the key loop above
+// runs once per run (a single-sequence tile: once, as before), over that sequence's keys 0 .. its largest position in
+// the tile, staged through its page table (each staged key row looked up: row = pages[s * pages_per_seq + j /
+// page_size] * page_size + j % page_size), with the rows outside the run masked. The online softmax of a masked row
+// is unchanged by a block (alpha 1, p 0), so the runs simply add up per row.
+// Shared memory at D = 128, WARPS = 4: K and V 17 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 1 KiB.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef CACHE_F16
+#extension GL_EXT_shader_16bit_storage : require
+#define CACHE_VEC4 f16vec4
+#else
+#define CACHE_VEC4 vec4
+#endif
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint WARPS = 4;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       // D % 16 == 0: rows start on a vec4
-layout(binding = 1) readonly buffer K { vec4 k_cache[]; };
-layout(binding = 2) readonly buffer V { vec4 v_cache[]; };
+layout(binding = 1) readonly buffer K { CACHE_VEC4 k_cache[]; };
+layout(binding = 2) readonly buffer V { CACHE_VEC4 v_cache[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };
+layout(binding = 5) readonly buffer Seq { int seq[]; };
+layout(binding = 6) readonly buffer Pages { int pages[]; };
 layout(push_constant) uniform Push {
-  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale;
+  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
+  uint page_size; uint pages_per_seq;
 } pc;
 
 const uint BR = 16;     // query rows per subgroup
@@ -54,7 +71,7 @@ const uint ITEMS = (BC * MAX_D / 4 + WG - 1) / WG;
 shared float ss[WARPS * BR * BC];  // S per subgroup; at the end, its 16 x 16 output tile
 shared float16_t ps[WARPS * BR * BC];
 shared float row_alpha[WARPS * BR], row_l[WARPS * BR];
-shared int row_pos[WARPS * BR];
+shared int row_pos[WARPS * BR], row_seq[WARPS * BR];  // -1 past n_tokens
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
 #define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
@@ -101,12 +118,14 @@ void sync_subgroup() {
   subgroupBarrier();
 }
 
-// Staging item i (< BC * D4) of a block: element d4 of key row j0 + kk, kk = i / D4. kv_load issues the global load
-// (the key clamped to the last one, kv_end >= 1; nothing uses the data, so nothing waits for it); KV_STAGE converts
-// it into the tile after the block's multiply-adds, zero past the last key. Cache rows are `stride4` vec4 apart,
-// this KV head's elements start at `head4`.
-vec4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint D4, uint stride4, uint head4) {
-  const uint kk = i / D4, at = min(j0 + kk, kv_end - 1u) * stride4 + head4 + (i - kk * D4);
+// Staging item i (< BC * D4) of a block: element d4 of key j0 + kk, kk = i / D4, of the sequence whose page-table
+// row starts at page_base. kv_load issues the global load (the key clamped to the last one, kv_end >= 1; nothing uses
+// the data, so nothing waits for it); KV_STAGE converts it into the tile after the block's multiply-adds, zero past
+// the last key. Cache rows are `stride4` vec4 apart, this KV head's elements start at `head4`.
+CACHE_VEC4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint page_base, uint D4, uint stride4, uint head4) {
+  const uint kk = i / D4, j = min(j0 + kk, kv_end - 1u);
+  const uint row = uint(pages[page_base + j / pc.page_size]) * pc.page_size + j % pc.page_size;
+  const uint at = row * stride4 + head4 + (i - kk * D4);
   return is_v ? v_cache[at] : k_cache[at];
 }
 
@@ -114,16 +133,16 @@ vec4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint D4, uint stride4, uin
 #define KV_PREFETCH(j0, with_v)                                                                  \
   [[unroll]] for (uint it = 0; it < ITEMS; ++it)                                                 \
     if (tid + it * WG < BC * D4) {                                                               \
-      kr[it] = kv_load(false, tid + it * WG, (j0), kv_end, D4, kv_stride4, kv_head4);            \
-      if (with_v) vr[it] = kv_load(true, tid + it * WG, (j0), kv_end, D4, kv_stride4, kv_head4); \
+      kr[it] = kv_load(false, tid + it * WG, (j0), kv_end, page_base, D4, kv_stride4, kv_head4); \
+      if (with_v) vr[it] = kv_load(true, tid + it * WG, (j0), kv_end, page_base, D4, kv_stride4, kv_head4); \
     }
 #define KV_STAGE(j0, with_v)                                                                     \
   [[unroll]] for (uint it = 0; it < ITEMS; ++it) {                                               \
     const uint i = tid + it * WG, kk = i / D4, d4 = i - kk * D4;                                 \
     if (i < BC * D4) {                                                                           \
       const bool in_range = (j0) + kk < kv_end;                                                  \
-      kv[kk * DP + d4] = f16vec4(in_range ? kr[it] : vec4(0.0));                                 \
-      if (with_v) kv[KV + kk * DP + d4] = f16vec4(in_range ? vr[it] : vec4(0.0));                \
+      kv[kk * DP + d4] = f16vec4(in_range ? kr[it] : CACHE_VEC4(0.0));                           \
+      if (with_v) kv[KV + kk * DP + d4] = f16vec4(in_range ? vr[it] : CACHE_VEC4(0.0));          \
     }                                                                                            \
   }
 
@@ -146,14 +165,12 @@ void main() {
   for (uint r = tid; r < rows; r += WG) {
     const uint t = t0 + r;
     row_pos[r] = t < pc.n_tokens ? positions[t] : -1;
+    row_seq[r] = t < pc.n_tokens ? seq[t] : -1;
   }
   barrier();
   FRAG_A qf0, qf1, qf2, qf3, qf4, qf5, qf6, qf7;
   Q_LOAD(0) Q_LOAD(1) Q_LOAD(2) Q_LOAD(3) Q_LOAD(4) Q_LOAD(5) Q_LOAD(6) Q_LOAD(7)
-  int max_pos = -1;
-  for (uint r = 0; r < rows; ++r) max_pos = max(max_pos, row_pos[r]);
-  const uint kv_end = uint(max_pos + 1);
-  const uint kv_head4 = g * D4;  // element d4 of key j of this KV head: j * kv_stride4 + kv_head4 + d4
+  const uint kv_head4 = g * D4;  // element d4 of key row j of this KV head: j * kv_stride4 + kv_head4 + d4
   barrier();  // Q is in registers before the K tile is overwritten
 
   // Softmax lanes: invocations 2r and 2r + 1 of the subgroup (at least 32 invocations, checked by the host) take
@@ -163,7 +180,7 @@ void main() {
   const uint my_row = r0 + (lane / 2) % BR, my_half = lane % 2;
   const int my_pos = softmax_lane ? row_pos[my_row] : -1;
 
-  vec4 kr[ITEMS], vr[ITEMS];  // raw f32 rows of the next block (kv_load)
+  CACHE_VEC4 kr[ITEMS], vr[ITEMS];  // the next block's cache elements as stored (kv_load)
   // Row ids: element i of any accumulator of this subgroup lies in row rid[i] (see the top).
   for (uint e = lane; e < 256; e += n_lanes) ss[w * BR * BC + e] = float(e / 16);
   sync_subgroup();
@@ -174,47 +191,60 @@ void main() {
   FRAG_C o0 = FRAG_C(0.0), o1 = FRAG_C(0.0), o2 = FRAG_C(0.0), o3 = FRAG_C(0.0);
   FRAG_C o4 = FRAG_C(0.0), o5 = FRAG_C(0.0), o6 = FRAG_C(0.0), o7 = FRAG_C(0.0);
   float m = -1.0 / 0.0, l = 0.0;  // the softmax lanes' row maximum (both lanes of a row) and half-row sum
-  if (kv_end > 0u) { KV_PREFETCH(0u, true) }
-  for (uint j0 = 0; j0 < kv_end; j0 += BC) {
-    KV_STAGE(j0, true)
-    barrier();
-    if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, true) }
-    SCORES()
-    sync_subgroup();
-    float sv[16];  // the row's 16 scaled scores of this lane (-inf where masked; all of them off the softmax lanes)
-    float bm = -1.0 / 0.0;
-    [[unroll]] for (uint i = 0; i < 16; ++i) {
-      const uint kk = 16 * my_half + ((i + my_row) & 15u);
-      sv[i] = int(j0 + kk) <= my_pos ? ss[my_row * BC + kk] * pc.scale : -1.0 / 0.0;
-      bm = max(bm, sv[i]);
-    }
-    const float m_new = max(m, max(bm, subgroupShuffleXor(bm, 1)));
-    // No key of the row so far (m_new = -inf): nothing to scale, every p is 0.
-    const float base = m_new == -1.0 / 0.0 ? 0.0 : m_new;
-    const float alpha = exp(m - base);
-    if (softmax_lane) {
-      float sum = 0.0;
+  // The runs of rows of one sequence (see the top); row_seq is only read from here on, so every invocation finds
+  // the same runs (the loop bounds are uniform). The rows in use are a prefix (-1 past n_tokens).
+  for (uint run_begin = 0; run_begin < rows && row_seq[run_begin] >= 0;) {
+    const int run_seq = row_seq[run_begin];
+    uint run_end = run_begin + 1;
+    int max_pos = row_pos[run_begin];
+    while (run_end < rows && row_seq[run_end] == run_seq) max_pos = max(max_pos, row_pos[run_end++]);
+    const uint kv_end = uint(max_pos + 1);  // >= 1
+    const uint page_base = uint(run_seq) * pc.pages_per_seq;
+    // This lane's row position inside the run (its keys 0..my_pos), -1 outside it (every key masked).
+    const int run_pos = my_row >= run_begin && my_row < run_end ? my_pos : -1;
+    KV_PREFETCH(0u, true)
+    for (uint j0 = 0; j0 < kv_end; j0 += BC) {
+      KV_STAGE(j0, true)
+      barrier();
+      if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, true) }
+      SCORES()
+      sync_subgroup();
+      float sv[16];  // the row's 16 scaled scores of this lane (-inf where masked; all of them off the softmax lanes)
+      float bm = -1.0 / 0.0;
       [[unroll]] for (uint i = 0; i < 16; ++i) {
         const uint kk = 16 * my_half + ((i + my_row) & 15u);
-        const float p = exp(sv[i] - base);
-        ps[my_row * BC + kk] = float16_t(p);
-        sum += p;
+        sv[i] = int(j0 + kk) <= run_pos ? ss[my_row * BC + kk] * pc.scale : -1.0 / 0.0;
+        bm = max(bm, sv[i]);
       }
-      l = l * alpha + sum;
-      if (my_half == 0u) row_alpha[my_row] = alpha;
+      const float m_new = max(m, max(bm, subgroupShuffleXor(bm, 1)));
+      // No key of the row so far (m_new = -inf): nothing to scale, every p is 0.
+      const float base = m_new == -1.0 / 0.0 ? 0.0 : m_new;
+      const float alpha = exp(m - base);
+      if (softmax_lane) {
+        float sum = 0.0;
+        [[unroll]] for (uint i = 0; i < 16; ++i) {
+          const uint kk = 16 * my_half + ((i + my_row) & 15u);
+          const float p = exp(sv[i] - base);
+          ps[my_row * BC + kk] = float16_t(p);
+          sum += p;
+        }
+        l = l * alpha + sum;
+        if (my_half == 0u) row_alpha[my_row] = alpha;
+      }
+      m = m_new;
+      sync_subgroup();
+      // O rows *= alpha (element i of every O fragment is in row rid[i]).
+      [[unroll]] for (int i = 0; i < rid.length(); ++i) {
+        const float a = row_alpha[r0 + uint(rid[i])];
+        o0[i] *= a; o1[i] *= a; o2[i] *= a; o3[i] *= a; o4[i] *= a; o5[i] *= a; o6[i] *= a; o7[i] *= a;
+      }
+      FRAG_A pf0, pf1;
+      coopMatLoad(pf0, ps, w * BR * BC, BC, gl_CooperativeMatrixLayoutRowMajor);
+      coopMatLoad(pf1, ps, w * BR * BC + 16, BC, gl_CooperativeMatrixLayoutRowMajor);
+      PV(0) PV(1) PV(2) PV(3) PV(4) PV(5) PV(6) PV(7)
+      barrier();  // every subgroup is done with this block's K, V and P
     }
-    m = m_new;
-    sync_subgroup();
-    // O rows *= alpha (element i of every O fragment is in row rid[i]).
-    [[unroll]] for (int i = 0; i < rid.length(); ++i) {
-      const float a = row_alpha[r0 + uint(rid[i])];
-      o0[i] *= a; o1[i] *= a; o2[i] *= a; o3[i] *= a; o4[i] *= a; o5[i] *= a; o6[i] *= a; o7[i] *= a;
-    }
-    FRAG_A pf0, pf1;
-    coopMatLoad(pf0, ps, w * BR * BC, BC, gl_CooperativeMatrixLayoutRowMajor);
-    coopMatLoad(pf1, ps, w * BR * BC + 16, BC, gl_CooperativeMatrixLayoutRowMajor);
-    PV(0) PV(1) PV(2) PV(3) PV(4) PV(5) PV(6) PV(7)
-    barrier();  // every subgroup is done with this block's K, V and P
+    run_begin = run_end;
   }
   l += subgroupShuffleXor(l, 1);
   if (softmax_lane && my_half == 0) row_l[my_row] = l;

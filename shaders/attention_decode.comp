@@ -4,7 +4,10 @@
 // head dims that are multiples of 4 and at most 16 * the subgroup size (and 256 for V).
 //
 // Layout of the work: workgroup (x, y) = (token t * n_heads + query head h, split y) takes keys
-// [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads). Each
+// [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads), of the
+// token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] * pages_per_seq + j / page_size] *
+// page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or f16 with CACHE_F16 (read as
+// f16vec4 through 16-bit storage, computed in f32). Each
 // subgroup walks its own keys (subgroup s of S takes keys s, s + S, ...), KEYS at a time: lane i holds dims
 // 4i .. 4i + 3 (+ 4 * subgroup size * c) of q, scores each key with one vec4 dot product and a subgroupAdd (a whole
 // key row is one coalesced read by the subgroup), and keeps its own online softmax (running max m, denominator l)
@@ -25,20 +28,29 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
+#ifdef CACHE_F16
+#extension GL_EXT_shader_16bit_storage : require
+#define CACHE_VEC4 f16vec4
+#else
+#define CACHE_VEC4 vec4
+#endif
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };
-layout(binding = 1) readonly buffer K { vec4 k4[]; };
-layout(binding = 2) readonly buffer V { vec4 v4[]; };
+layout(binding = 1) readonly buffer K { CACHE_VEC4 k4[]; };
+layout(binding = 2) readonly buffer V { CACHE_VEC4 v4[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };  // MERGE only
 layout(binding = 5) coherent buffer Partials { float partials[]; };
 layout(binding = 6) coherent buffer Counters { uint counters[]; };  // MERGE: per row, 0 between steps
 layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: quantize_q8.comp's layout
+layout(binding = 8) readonly buffer Seq { int seq[]; };
+layout(binding = 9) readonly buffer Pages { int pages[]; };
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
 #include "q8_rows.glsl"
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
+  uint page_size; uint pages_per_seq;
 } pc;
 
 const uint MAX_C = 4;            // vec4 of q / of the output per lane: head dims up to 16 * the subgroup size
@@ -108,6 +120,11 @@ void merge_splits(uint th, uint t, uint h) {
   write_row(th, t, h, merged);
 }
 
+// The cache row of key j of the sequence whose page-table row starts at page_base.
+uint cache_row(uint page_base, uint j) {
+  return uint(pages[page_base + j / pc.page_size]) * pc.page_size + j % pc.page_size;
+}
+
 void main() {
   const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
   const uint th = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
@@ -116,6 +133,7 @@ void main() {
   const uint len = uint(positions[t]) + 1;
   const uint key_begin = split * pc.split_keys, key_end = min(len, key_begin + pc.split_keys);
   const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;
+  const uint page_base = uint(seq[t]) * pc.pages_per_seq;
 
   vec4 qv[MAX_C], acc[MAX_C];
   [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
@@ -126,12 +144,14 @@ void main() {
   float m = -1.0 / 0.0, l = 0.0;
   for (uint j0 = key_begin + sg * KEYS; j0 < key_end; j0 += n_sg * KEYS) {
     float s[KEYS];
+    uint row[KEYS];  // the keys' cache rows
     [[unroll]] for (uint k = 0; k < KEYS; ++k) {
       const uint j = min(j0 + k, key_end - 1u);  // past the end: score a valid key, then drop it below
+      row[k] = cache_row(page_base, j);
       float part = 0.0;
       [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
         const uint d4 = lane + c * sgs;
-        if (d4 < D4) part += dot(qv[c], k4[j * k_row4 + g * D4 + d4]);
+        if (d4 < D4) part += dot(qv[c], vec4(k4[row[k] * k_row4 + g * D4 + d4]));
       }
       s[k] = subgroupAdd(part);
     }
@@ -151,10 +171,7 @@ void main() {
       const uint d4 = lane + c * sgs;
       if (d4 >= DV4) continue;
       vec4 a = acc[c] * corr;
-      [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-        const uint j = min(j0 + k, key_end - 1u);
-        a += p[k] * v4[j * v_row4 + g * DV4 + d4];
-      }
+      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * vec4(v4[row[k] * v_row4 + g * DV4 + d4]);
       acc[c] = a;
     }
   }

@@ -1,9 +1,11 @@
 #version 450
 // Decode's RoPE and KV-cache append in one dispatch (the backend fuses rope_q, rope_k, k_cache and v_cache:
-// src/vk/backend/fusion.h). For every token t < n_tokens, at position p = positions[t]:
+// src/vk/backend/fusion.h). For every token t < n_tokens, at position p = positions[t] and cache row c = rows[t]
+// (the step's KvRows: the paged cache, engine/plan.h):
 //   q[t]   rotated in place (n_heads heads), as rope.comp does;
-//   k[t]   rotated in place (n_kv_heads heads) and the rotated row written to k_cache[p];
-//   v[t]   copied to v_cache[p] (v_width floats; 0 when the plan has no V write to fuse).
+//   k[t]   rotated in place (n_kv_heads heads) and the rotated row written to k_cache[c];
+//   v[t]   copied to v_cache[c] (v_width floats; 0 when the plan has no V write to fuse).
+// The caches are f32, or f16 with CACHE_F16 (converted as kv_write.comp does; 16-bit storage only).
 // Work items per token, in this order (grid-stride loop over n_tokens * items_per_token):
 //   n_heads * half          one pair of a q head each (half = rope_dims / 2)
 //   n_kv_heads * (head_dim - half)   per k head: `half` pairs, then the head_dim - rope_dims dims past the rotary
@@ -12,15 +14,22 @@
 // The pairs are (2i, 2i + 1) when ADJACENT (llama) or (i, i + half) (NEOX halves: qwen2/3); theta and the rotation are
 // rope.glsl's, so q and k get exactly the bits rope.comp gives them.
 #extension GL_GOOGLE_include_directive : require
+#ifdef CACHE_F16
+#extension GL_EXT_shader_16bit_storage : require
+#define CACHE_T float16_t
+#else
+#define CACHE_T float
+#endif
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ADJACENT = 1;
 layout(binding = 0) buffer Q { float q[]; };
 layout(binding = 1) buffer K { float k[]; };
 layout(binding = 2) readonly buffer V { float v[]; };
-layout(binding = 3) writeonly buffer KCache { float k_cache[]; };
-layout(binding = 4) writeonly buffer VCache { float v_cache[]; };
+layout(binding = 3) writeonly buffer KCache { CACHE_T k_cache[]; };
+layout(binding = 4) writeonly buffer VCache { CACHE_T v_cache[]; };
 layout(binding = 5) readonly buffer Positions { int positions[]; };
 layout(binding = 6) readonly buffer InvFreq { float inv_freq[]; };
+layout(binding = 7) readonly buffer Rows { int rows[]; };
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint rope_dims; uint v_width;
 } pc;
@@ -55,21 +64,21 @@ void main() {
     if (r < k_items) {
       const uint h = r / k_per_head, i = r - h * k_per_head;
       const uint head = h * pc.head_dim;  // within the token's row
-      const uint src = t * k_width, dst = uint(p) * k_width;
+      const uint src = t * k_width, dst = uint(rows[t]) * k_width;
       if (i < half_dims) {
         const uvec2 e = head + pair_of(i, half_dims);
         const vec2 rot = rope_rotate(k[src + e.x], k[src + e.y], p, inv_freq[i]);
         k[src + e.x] = rot.x;
         k[src + e.y] = rot.y;
-        k_cache[dst + e.x] = rot.x;
-        k_cache[dst + e.y] = rot.y;
+        k_cache[dst + e.x] = CACHE_T(rot.x);
+        k_cache[dst + e.y] = CACHE_T(rot.y);
       } else {
         const uint e = head + pc.rope_dims + (i - half_dims);
-        k_cache[dst + e] = k[src + e];
+        k_cache[dst + e] = CACHE_T(k[src + e]);
       }
       continue;
     }
     r -= k_items;
-    v_cache[uint(p) * pc.v_width + r] = v[t * pc.v_width + r];
+    v_cache[uint(rows[t]) * pc.v_width + r] = CACHE_T(v[t * pc.v_width + r]);
   }
 }

@@ -2,15 +2,27 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "model/quants.h"
 
 namespace greta::cpu {
 
 using namespace greta::engine;
+
+HostBuffer::HostBuffer(ElemType t, int64_t elems) : type(t) {
+  if (t == ElemType::F32) f32.assign(size_t(elems), 0.f);
+  else if (t == ElemType::I32) i32.assign(size_t(elems), 0);
+  else f16.assign(size_t(elems), 0);
+}
+
+int64_t HostBuffer::elems() const {
+  return int64_t(type == ElemType::F32 ? f32.size() : type == ElemType::I32 ? i32.size() : f16.size());
+}
 
 CpuBackend::CpuBackend(const CpuOptions& options) : pool_(options.threads), options_(options) {}
 
@@ -64,56 +76,72 @@ const float* CpuBackend::vector_weight(WeightId id) const {
 
 std::unique_ptr<PreparedPlan> CpuBackend::prepare(const Plan& plan) {
   // Refuse plans that cannot fit before allocating anything.
-  uint64_t scratch_bytes = 0;
-  for (const auto& b : plan.buffers)
-    if (b.role != BufferRole::Persistent || !persistent_.count(b.name)) scratch_bytes += uint64_t(b.elems) * 4;
-  if (scratch_bytes > memory_capacity())
-    fail("cpu: the plan needs ", format_bytes(double(scratch_bytes)), " of buffers, the machine has ",
+  uint64_t new_bytes = 0;
+  for (const auto& b : plan.buffers) {
+    const auto it = persistent_.find(b.name);
+    const int64_t have = b.role == BufferRole::Persistent && it != persistent_.end() ? it->second->elems() : 0;
+    if (b.elems > have) new_bytes += elem_bytes(b.type, b.elems);
+  }
+  if (new_bytes > memory_capacity())
+    fail("cpu: the plan needs ", format_bytes(double(new_bytes)), " of buffers, the machine has ",
          format_bytes(double(memory_capacity())));
 
   auto prepared = std::make_unique<CpuPlan>(plan);
-  prepared->f32.resize(plan.buffers.size());
-  prepared->i32.resize(plan.buffers.size());
+  prepared->buffers.resize(plan.buffers.size());
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDecl& b = plan.buffers[i];
-    if (b.type == ElemType::I32) {
-      prepared->i32[i] = std::make_shared<std::vector<int32_t>>(size_t(b.elems), 0);
-    } else if (b.role == BufferRole::Persistent) {
-      auto& shared = persistent_[b.name];
-      if (!shared) shared = std::make_shared<std::vector<float>>(size_t(b.elems), 0.f);
-      GRETA_CHECK(int64_t(shared->size()) == b.elems, "persistent buffer ", b.name, " changed size");
-      prepared->f32[i] = shared;
-    } else {
-      prepared->f32[i] = std::make_shared<std::vector<float>>(size_t(b.elems), 0.f);
+    if (b.role != BufferRole::Persistent) {
+      prepared->buffers[i] = std::make_shared<HostBuffer>(b.type, b.elems);
+      continue;
     }
+    auto& shared = persistent_[b.name];
+    if (shared && shared->type != b.type) fail("cpu: persistent buffer ", b.name, " changed its element type");
+    if (!shared || shared->elems() < b.elems) {  // new, or the page pool grew: keep what it holds
+      auto grown = std::make_shared<HostBuffer>(b.type, b.elems);
+      if (shared) {
+        std::copy(shared->f32.begin(), shared->f32.end(), grown->f32.begin());
+        std::copy(shared->f16.begin(), shared->f16.end(), grown->f16.begin());
+      }
+      shared = std::move(grown);
+    }
+    GRETA_CHECK(shared->elems() == b.elems, "persistent buffer ", b.name, " is larger than the plan says");
+    prepared->buffers[i] = shared;
   }
   return prepared;
 }
 
 float* CpuBackend::f32(CpuPlan& plan, BufferId id) {
-  GRETA_CHECK(id >= 0 && size_t(id) < plan.f32.size() && plan.f32[size_t(id)], "f32 buffer ", id);
-  return plan.f32[size_t(id)]->data();
+  GRETA_CHECK(id >= 0 && size_t(id) < plan.buffers.size() && plan.buffers[size_t(id)]->type == ElemType::F32,
+              "f32 buffer ", id);
+  return plan.buffers[size_t(id)]->f32.data();
 }
 
 const int32_t* CpuBackend::i32(CpuPlan& plan, BufferId id) {
-  GRETA_CHECK(id >= 0 && size_t(id) < plan.i32.size() && plan.i32[size_t(id)], "i32 buffer ", id);
-  return plan.i32[size_t(id)]->data();
+  GRETA_CHECK(id >= 0 && size_t(id) < plan.buffers.size() && plan.buffers[size_t(id)]->type == ElemType::I32,
+              "i32 buffer ", id);
+  return plan.buffers[size_t(id)]->i32.data();
+}
+
+CacheView CpuBackend::cache(CpuPlan& plan, BufferId id) {  // rows: set by the op that knows the row width
+  GRETA_CHECK(id >= 0 && size_t(id) < plan.buffers.size(), "cache buffer ", id);
+  HostBuffer& b = *plan.buffers[size_t(id)];
+  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, "cache buffer ", id, " of type ", elem_type_name(b.type));
+  if (b.type == ElemType::F16) return {b.f16.data(), true, 0};
+  return {b.f32.data(), false, 0};
 }
 
 void CpuBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange range) {
   auto& plan = dynamic_cast<CpuPlan&>(prepared);
   const Plan& p = plan.plan();
-  const int64_t n = p.shape.n_tokens;
-  GRETA_CHECK(int64_t(step.tokens.size()) == n, "step has ", step.tokens.size(), " tokens, plan ", n);
-  GRETA_CHECK(step.start_pos >= 0 && step.start_pos + n <= p.shape.ctx, "start ", step.start_pos);
   GRETA_CHECK(range.begin <= range.end && range.end <= p.ops.size());
 
-  // The step input: token ids and their positions.
-  auto& tokens = *plan.i32[size_t(p.tokens)];
-  auto& positions = *plan.i32[size_t(p.positions)];
-  for (int64_t t = 0; t < n; ++t) {
-    tokens[size_t(t)] = step.tokens[size_t(t)];
-    positions[size_t(t)] = int32_t(step.start_pos + t);
+  // The step input: every step-input buffer from the span of its role.
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    if (!is_step_input(p.buffers[i].role)) continue;
+    const std::span<const int32_t> in = step.for_role(p.buffers[i].role);
+    GRETA_CHECK(int64_t(in.size()) == p.buffers[i].elems, "step input ", p.buffers[i].name, " has ", in.size(),
+                " values, the plan ", p.buffers[i].elems);
+    std::copy(in.begin(), in.end(), plan.buffers[i]->i32.begin());
   }
 
   for (size_t i = range.begin; i < range.end; ++i) {
@@ -150,11 +178,22 @@ void CpuBackend::run_op(CpuPlan& plan, const PlanOp& op) {
                o.pairing, o.base, o.freq_scale,
                o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors));
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
-          kv_write(f32(plan, o.src), f32(plan, o.cache), i32(plan, o.positions), o.n_tokens, o.width, o.ctx);
+          CacheView c = cache(plan, o.cache);
+          c.rows = o.cache_rows;
+          GRETA_CHECK(plan.buffers[size_t(o.cache)]->elems() >= o.cache_rows * o.width, op.label);
+          kv_write(f32(plan, o.src), c, i32(plan, o.rows), o.n_tokens, o.width);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
-          attention(pool_, {f32(plan, o.q), f32(plan, o.k_cache), f32(plan, o.v_cache), i32(plan, o.positions),
-                            f32(plan, o.out), o.n_tokens, o.n_heads, o.n_kv_heads, o.head_dim, o.head_dim_v, o.ctx,
-                            o.scale});
+          CacheView k = cache(plan, o.k_cache), v = cache(plan, o.v_cache);
+          k.rows = v.rows = o.cache_rows;
+          GRETA_CHECK(plan.buffers[size_t(o.k_cache)]->elems() >= o.cache_rows * o.n_kv_heads * o.head_dim &&
+                          plan.buffers[size_t(o.v_cache)]->elems() >= o.cache_rows * o.n_kv_heads * o.head_dim_v,
+                      op.label);
+          attention(pool_, {f32(plan, o.q), k, v, i32(plan, o.positions), i32(plan, o.seq), i32(plan, o.page_table),
+                            f32(plan, o.out), o.n_tokens, o.n_heads, o.n_kv_heads, o.head_dim, o.head_dim_v, o.n_seqs,
+                            o.page_size, o.pages_per_seq, o.scale});
+        } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
+          const int64_t in_rows = plan.buffers[size_t(o.in)]->elems() / o.width;
+          gather_rows(f32(plan, o.in), i32(plan, o.rows), f32(plan, o.out), o.n_rows, o.width, in_rows);
         } else if constexpr (std::is_same_v<T, SwiGluOp>) {
           swiglu(pool_, f32(plan, o.gate), f32(plan, o.up), f32(plan, o.out), o.elems);
         } else {
@@ -167,16 +206,28 @@ void CpuBackend::run_op(CpuPlan& plan, const PlanOp& op) {
 
 void CpuBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
   auto& plan = dynamic_cast<CpuPlan&>(prepared);
-  const float* src = f32(plan, buffer);
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);
+  const HostBuffer& b = *plan.buffers[size_t(buffer)];
   GRETA_CHECK(offset >= 0 && offset + int64_t(dst.size()) <= plan.plan().buffers[size_t(buffer)].elems);
-  std::memcpy(dst.data(), src + offset, dst.size_bytes());
+  if (b.type == ElemType::F16) {
+    for (size_t i = 0; i < dst.size(); ++i) dst[i] = fp16_to_fp32(b.f16[size_t(offset) + i]);
+    return;
+  }
+  GRETA_CHECK(b.type == ElemType::F32, "read of an I32 buffer");
+  std::memcpy(dst.data(), b.f32.data() + offset, dst.size_bytes());
 }
 
 void CpuBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
   auto& plan = dynamic_cast<CpuPlan&>(prepared);
-  float* dst = f32(plan, buffer);
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);
+  HostBuffer& b = *plan.buffers[size_t(buffer)];
   GRETA_CHECK(offset >= 0 && offset + int64_t(src.size()) <= plan.plan().buffers[size_t(buffer)].elems);
-  std::memcpy(dst + offset, src.data(), src.size_bytes());
+  if (b.type == ElemType::F16) {
+    for (size_t i = 0; i < src.size(); ++i) b.f16[size_t(offset) + i] = fp32_to_fp16(src[i]);
+    return;
+  }
+  GRETA_CHECK(b.type == ElemType::F32, "write of an I32 buffer");
+  std::memcpy(b.f32.data() + offset, src.data(), src.size_bytes());
 }
 
 }  // namespace greta::cpu

@@ -21,13 +21,22 @@ struct CpuOptions {
   uint64_t decoded_weight_budget = uint64_t(256) << 20;
 };
 
+// One plan buffer in host memory: exactly one of the vectors is used, by the buffer's element type.
+struct HostBuffer {
+  engine::ElemType type = engine::ElemType::F32;
+  std::vector<float> f32;
+  std::vector<int32_t> i32;
+  std::vector<uint16_t> f16;  // IEEE half bits
+  HostBuffer(engine::ElemType t, int64_t elems);
+  int64_t elems() const;
+};
+
 // A plan's buffers on the CPU: one host allocation per scratch buffer; persistent buffers are shared with the
 // backend (and every other plan of the model) by name.
 class CpuPlan : public engine::PreparedPlan {
 public:
   using engine::PreparedPlan::PreparedPlan;
-  std::vector<std::shared_ptr<std::vector<float>>> f32;    // by BufferId; null for I32 buffers
-  std::vector<std::shared_ptr<std::vector<int32_t>>> i32;  // by BufferId; null for F32 buffers
+  std::vector<std::shared_ptr<HostBuffer>> buffers;  // by BufferId
 };
 
 class CpuBackend : public engine::Backend {
@@ -52,6 +61,7 @@ protected:
 
   float* f32(CpuPlan& plan, engine::BufferId id);
   const int32_t* i32(CpuPlan& plan, engine::BufferId id);
+  CacheView cache(CpuPlan& plan, engine::BufferId id);  // an F32 or F16 buffer as a KV cache
   const WeightView& weight(engine::WeightId id) const;
   const float* vector_weight(engine::WeightId id) const;  // a 1-row weight (norm, bias) as fp32
   ThreadPool& pool() { return pool_; }
@@ -62,7 +72,7 @@ private:
   std::vector<WeightView> weights_;                 // by WeightId
   std::vector<std::vector<float>> vectors_;         // by WeightId: fp32 copies of the 1-row weights
   std::vector<std::vector<float>> decoded_;         // by WeightId: fp32 copies of matrices (within the budget)
-  std::map<std::string, std::shared_ptr<std::vector<float>>> persistent_;  // KV cache, by buffer name
+  std::map<std::string, std::shared_ptr<HostBuffer>> persistent_;  // the KV page pool, by buffer name
 };
 
 }  // namespace greta::cpu

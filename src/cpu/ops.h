@@ -43,19 +43,33 @@ void rope(ThreadPool& pool, float* x, const int32_t* positions, int64_t n_tokens
           int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
           const float* freq_factors = nullptr);
 
-// cache[positions[t], :] = src[t, :]; positions must lie in [0, ctx) (checked).
-void kv_write(const float* src, float* cache, const int32_t* positions, int64_t n_tokens, int64_t width, int64_t ctx);
+// A KV cache as stored: rows of f32 or f16 (engine::ElemType), `rows` of them.
+struct CacheView {
+  void* data = nullptr;
+  bool f16 = false;
+  int64_t rows = 0;
+};
 
+// cache[rows[t], :] = src[t, :] (rounded to f16 for an f16 cache); rows must lie in [0, cache.rows) (checked).
+void kv_write(const float* src, const CacheView& cache, const int32_t* rows, int64_t n_tokens, int64_t width);
+
+// Paged causal attention (engine::AttentionOp): token t of page-table row seq[t] at position positions[t].
 struct AttentionArgs {
-  const float* q;          // [n_tokens, n_heads, head_dim]
-  const float* k_cache;    // [ctx, n_kv_heads, head_dim]
-  const float* v_cache;    // [ctx, n_kv_heads, head_dim_v]
-  const int32_t* positions;// [n_tokens]: token t attends to cache rows 0..positions[t]
-  float* out;              // [n_tokens, n_heads, head_dim_v]
-  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v, ctx;
+  const float* q;            // [n_tokens, n_heads, head_dim]
+  CacheView k_cache;         // [cache rows, n_kv_heads, head_dim]
+  CacheView v_cache;         // [cache rows, n_kv_heads, head_dim_v]
+  const int32_t* positions;  // [n_tokens]
+  const int32_t* seq;        // [n_tokens]
+  const int32_t* page_table; // [n_seqs, pages_per_seq]
+  float* out;                // [n_tokens, n_heads, head_dim_v]
+  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+  int64_t n_seqs, page_size, pages_per_seq;
   float scale;
 };
 void attention(ThreadPool& pool, const AttentionArgs& a);
+
+// out[r, :] = in[rows[r], :]; rows must lie in [0, in_rows) (checked).
+void gather_rows(const float* in, const int32_t* rows, float* out, int64_t n_rows, int64_t width, int64_t in_rows);
 
 // out = silu(gate) * up; out may alias gate or up.
 void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);

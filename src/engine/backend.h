@@ -5,9 +5,12 @@
 //   load_weights(table)   once: the GGUF tensors in their native (possibly quantized) format; WeightId = table index.
 //                         A GPU backend uploads them as they are and dequantizes inside its kernels.
 //   prepare(plan)         once per plan shape: allocate the plan's scratch buffers, find or create its persistent
-//                         buffers (the KV cache, shared by every plan by name), compile/record whatever it wants.
-//   execute(prepared, s)  every step: write the step input (tokens, positions) and run the ops in order.
+//                         buffers (the KV page pool, shared by every plan by name; enlarged, contents kept, when a
+//                         plan declares it larger), compile/record whatever it wants.
+//   execute(prepared, s)  every step: copy the step-input spans (tokens, positions, KV rows, sequence rows, page
+//                         table, logit rows: plan.h) into the plan's buffers of those roles and run the ops in order.
 //   read(prepared, ...)   fetch results (the logits buffer; any buffer in verify mode).
+// The engine owns the KV cache's pages and schedules the steps; a backend only executes what a plan says.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -75,12 +78,14 @@ public:
   virtual std::unique_ptr<PreparedPlan> prepare(const Plan& plan) = 0;
 
   // Runs ops [range.begin, range.end) of the plan for this step (verify mode runs one op at a time; the engine runs
-  // them all). The step input must match the plan: tokens.size() == n_tokens, start_pos + n_tokens <= ctx, every
-  // token < vocab (the engine checks these and reports user errors before calling).
+  // them all). The step input must match the plan: each span as long as the plan's buffer of its role, every token
+  // < vocab, every KV row and page id inside the pool (the engine checks these and reports user errors before
+  // calling; backends check the lengths).
   virtual void execute(PreparedPlan& plan, const StepInput& step, OpRange range) = 0;
   void execute(PreparedPlan& plan, const StepInput& step) { execute(plan, step, {0, plan.plan().ops.size()}); }
 
-  // Copy elements [offset, offset + dst.size()) of an F32 buffer out of / into the backend.
+  // Copy elements [offset, offset + dst.size()) of an F32 or F16 buffer out of / into the backend (F16 converted to
+  // and from float, round to nearest even).
   virtual void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) = 0;
   virtual void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) = 0;
 

@@ -15,10 +15,15 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Plans kept prepared at once: the decode plan plus a few prefill shapes (chat turns differ in length).
-constexpr size_t kMaxCachedPlans = 8;
+// Plans kept prepared at once: every power-of-two bucket up to 512 tokens, with and without all logits, fits.
+constexpr size_t kMaxCachedPlans = 12;
 // Positions are int32 on every backend.
 constexpr int64_t kMaxContext = int64_t(1) << 30;
+// The default context per sequence (llama.cpp's default too), when the model was trained for more.
+constexpr int64_t kDefaultContext = 4096;
+constexpr int64_t kPageSize = 32;  // positions per KV page: a 32-key attention block is one page
+// The pool starts with room for this many positions and doubles as sequences need more.
+constexpr int64_t kInitialPoolPositions = 1024;
 
 std::string fmt_double(double v) {
   char buf[64];
@@ -28,9 +33,45 @@ std::string fmt_double(double v) {
 
 }  // namespace
 
-uint64_t Engine::kv_bytes_per_position(const model::ModelConfig& c) {
-  return uint64_t(c.n_layers) * uint64_t(c.n_kv_heads) * uint64_t(c.head_dim + c.head_dim_v) * sizeof(float);
+uint64_t Engine::kv_bytes_per_position(const model::ModelConfig& c, ElemType kv_type) {
+  return uint64_t(c.n_layers) * elem_bytes(kv_type, c.n_kv_heads * (c.head_dim + c.head_dim_v));
 }
+
+uint64_t Engine::kv_bytes_per_page() const { return kv_bytes_per_position(config_, options_.kv_type) * uint64_t(kPageSize); }
+
+namespace {
+
+// The KV budget in pages (the sink included) and the context per sequence, from the options and the memory left.
+struct KvSizing {
+  int64_t ctx, max_pages;
+};
+
+KvSizing size_kv(const model::ModelConfig& config, const EngineOptions& o, uint64_t per_pos, uint64_t capacity,
+                 uint64_t weight_bytes, const std::string& backend) {
+  const uint64_t free_bytes = capacity > weight_bytes ? capacity - weight_bytes : 0;
+  const uint64_t budget = o.kv_budget > 0 ? o.kv_budget : free_bytes / 2;
+  if (o.kv_budget > free_bytes)
+    fail("a KV budget of ", format_bytes(double(o.kv_budget)), " exceeds the ", format_bytes(double(free_bytes)),
+         " that ", backend, " has left after the weights");
+  const uint64_t per_page = per_pos * uint64_t(kPageSize);
+  const int64_t max_pages = int64_t(std::min<uint64_t>(budget / per_page, uint64_t(kMaxContext / kPageSize)));
+  if (max_pages < 2)
+    fail("no memory left for a KV cache on ", backend, " (", format_bytes(double(capacity)), " in all, weights ",
+         format_bytes(double(weight_bytes)), ")");
+  const int64_t fits = (max_pages - 1) * kPageSize;  // one sequence alone
+  if (o.ctx > 0) {
+    if (o.ctx > kMaxContext) fail("context size ", o.ctx, " exceeds the maximum of ", kMaxContext);
+    if (o.ctx > fits)
+      fail("a context of ", o.ctx, " positions needs ", format_bytes(double(uint64_t(o.ctx) * per_pos)), " of KV cache; ",
+           backend, " has ", format_bytes(double(uint64_t(fits) * per_pos)), " for it (the budget is half of what is ",
+           "left after the weights; see --kv-budget)");
+    return {o.ctx, max_pages};
+  }
+  const int64_t trained = config.context_length > 0 ? config.context_length : kDefaultContext;
+  return {std::min({trained, kDefaultContext, fits}), max_pages};
+}
+
+}  // namespace
 
 Engine::Engine(model::GgufFile file, model::ModelConfig config, model::Tokenizer tokenizer,
                std::unique_ptr<Backend> backend, const EngineOptions& options)
@@ -38,40 +79,32 @@ Engine::Engine(model::GgufFile file, model::ModelConfig config, model::Tokenizer
       config_(std::move(config)),
       tokenizer_(std::move(tokenizer)),
       backend_(std::move(backend)),
-      options_(options) {
+      options_(options),
+      kv_(kPageSize, 2, 2) {
   const auto start = Clock::now();
   GRETA_CHECK(backend_ != nullptr);
   if (options_.max_batch <= 0) fail("max batch ", options_.max_batch, " must be at least 1");
-  if (options_.ctx < 0) fail("context size ", options_.ctx, " must be positive (0: the model's)");
+  if (options_.max_seqs <= 0) fail("max sequences per step ", options_.max_seqs, " must be at least 1");
+  if (options_.ctx < 0) fail("context size ", options_.ctx, " must be positive (0: the default)");
+  if (options_.kv_type != ElemType::F32 && options_.kv_type != ElemType::F16)
+    fail("KV cache type ", elem_type_name(options_.kv_type), " is not supported (f32 or f16)");
   weights_ = map_weights(file_, config_);
   if (tokenizer_.vocab_size() > config_.vocab_size)
     fail(file_.path(), ": the tokenizer has ", tokenizer_.vocab_size(), " tokens, the model only ", config_.vocab_size,
          " embedding rows");
 
-  // Context: asked for, or the model's training context capped so the KV cache takes at most half of the memory
-  // the backend has left after the weights.
-  const uint64_t per_pos = kv_bytes_per_position(config_);
-  const uint64_t capacity = backend_->memory_capacity(), weight_bytes = weights_.total_bytes();
-  const uint64_t free_bytes = capacity > weight_bytes ? capacity - weight_bytes : 0;
-  if (options_.ctx > 0) {
-    ctx_ = options_.ctx;
-    if (ctx_ > kMaxContext) fail("context size ", ctx_, " exceeds the maximum of ", kMaxContext);
-    if (uint64_t(ctx_) * per_pos > free_bytes)
-      fail("a context of ", ctx_, " positions needs ", format_bytes(double(uint64_t(ctx_) * per_pos)),
-           " of KV cache; ", backend_->name(), " has ", format_bytes(double(free_bytes)), " left after the weights");
-  } else {
-    ctx_ = config_.context_length > 0 ? std::min(config_.context_length, kMaxContext) : 4096;
-    const int64_t fits = int64_t(std::min<uint64_t>(free_bytes / 2 / per_pos, uint64_t(kMaxContext)));
-    if (fits < 1)
-      fail("no memory left for a KV cache on ", backend_->name(), " (", format_bytes(double(capacity)),
-           " in all, weights ", format_bytes(double(weight_bytes)), ")");
-    ctx_ = std::min(ctx_, fits);
-  }
+  const KvSizing sizing = size_kv(config_, options_, kv_bytes_per_position(config_, options_.kv_type),
+                                  backend_->memory_capacity(), weights_.total_bytes(), backend_->name());
+  ctx_ = sizing.ctx;
+  options_.ctx = ctx_;
   options_.max_batch = std::min(options_.max_batch, ctx_);
+  const int64_t initial = std::min(kInitialPoolPositions, ctx_) / kPageSize + 2;
+  kv_ = KvCache(kPageSize, initial, sizing.max_pages);
 
   backend_->load_weights(weights_.table);
   last_logits_.assign(size_t(config_.vocab_size), 0.f);
-  plan_for(1, false);  // the decode plan; allocates the KV cache now so memory errors show at load
+  step_logits_.vocab_ = config_.vocab_size;
+  plan_for(1, false);  // the decode plan; allocates the first pages of the KV pool now so memory errors show at load
   timings_.load_s = seconds_since(start);
 }
 
@@ -89,62 +122,314 @@ Engine::Engine(Engine&&) noexcept = default;
 Engine& Engine::operator=(Engine&&) noexcept = default;
 Engine::~Engine() = default;
 
+int64_t Engine::bucket_for(int64_t n_tokens) const {
+  int64_t b = 1;
+  while (b < n_tokens) b *= 2;
+  return std::min(b, options_.max_batch);
+}
+
 PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits) {
-  const auto key = std::make_pair(n_tokens, all_logits);
+  if (prepared_pages_ != kv_.capacity()) {
+    // The pool grew: every plan addresses the old one. Drop them; the backend enlarges the pool buffers (contents
+    // kept) when the next plan declares them larger.
+    plans_.clear();
+    prepared_pages_ = kv_.capacity();
+  }
+  const int64_t bucket = bucket_for(n_tokens);
+  const auto key = std::make_pair(bucket, all_logits);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
-  if (plans_.size() >= kMaxCachedPlans) {  // drop one prefill plan (never the decode plan)
-    for (auto victim = plans_.begin(); victim != plans_.end(); ++victim)
-      if (victim->first != std::make_pair(int64_t(1), false)) {
-        plans_.erase(victim);
-        break;
-      }
+  if (it != plans_.end()) {
+    it->second.last_use = ++plan_clock_;
+    return *it->second.plan;
   }
-  const Plan plan = build_plan(config_, weights_, PlanShape{n_tokens, ctx_, all_logits});
-  return *(plans_[key] = backend_->prepare(plan));
+  if (plans_.size() >= kMaxCachedPlans) {  // drop the least recently used
+    auto victim = plans_.begin();
+    for (auto i = plans_.begin(); i != plans_.end(); ++i)
+      if (i->second.last_use < victim->second.last_use) victim = i;
+    plans_.erase(victim);
+  }
+  PlanShape shape;
+  shape.n_tokens = bucket;
+  shape.n_seqs = std::min(bucket, options_.max_seqs) + 1;  // + the padding row
+  shape.n_logit_rows = all_logits || bucket <= options_.max_seqs ? bucket : options_.max_seqs;
+  shape.kv.page_size = kPageSize;
+  shape.kv.n_pages = kv_.capacity();
+  shape.kv.pages_per_seq = kv_.pages_for(ctx_);
+  shape.kv.type = options_.kv_type;
+  const Plan plan = build_plan(config_, weights_, shape);
+  CachedPlan& slot = plans_[key];
+  slot.plan = backend_->prepare(plan);
+  slot.last_use = ++plan_clock_;
+  return *slot.plan;
 }
 
-void Engine::check_tokens(std::span<const TokenId> tokens) const {
-  if (tokens.empty()) fail("no tokens to process");
-  for (TokenId t : tokens)
-    if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary (", config_.vocab_size, ")");
-  if (n_past() + int64_t(tokens.size()) > ctx_)
-    fail("context full: ", n_past(), " + ", tokens.size(), " tokens exceed the context of ", ctx_,
-         " positions (reset, or use a larger --ctx)");
+std::vector<PreparedPlan*> Engine::prepared_plans() {
+  std::vector<PreparedPlan*> out;
+  for (auto& [key, cached] : plans_) out.push_back(cached.plan.get());
+  return out;
 }
 
-void Engine::run_steps(std::span<const TokenId> tokens, bool all_logits, std::vector<float>& out) {
-  check_tokens(tokens);
-  const int64_t vocab = config_.vocab_size, total = int64_t(tokens.size());
-  out.resize(size_t(all_logits ? total * vocab : vocab));
-  have_logits_ = false;
-  for (int64_t done = 0; done < total;) {
-    const int64_t n = std::min(options_.max_batch, total - done);
-    PreparedPlan& plan = plan_for(n, all_logits);
-    const auto chunk = tokens.subspan(size_t(done), size_t(n));
-    const auto step_start = Clock::now();
-    backend_->execute(plan, StepInput{chunk, n_past()});
-    const auto step_end = Clock::now();
-    history_.insert(history_.end(), chunk.begin(), chunk.end());
-    const int64_t rows = plan.plan().n_logit_rows;
-    if (all_logits)
-      backend_->read(plan, plan.plan().logits, 0, std::span<float>(out).subspan(size_t(done * vocab), size_t(rows * vocab)));
-    else if (done + n == total)
-      backend_->read(plan, plan.plan().logits, (rows - 1) * vocab, std::span<float>(out));
-    if (trace_) record_step(plan, n, step_start, step_end, all_logits || done + n == total);
-    if (!plan.op_spans().empty()) {
-      int64_t first = plan.op_spans().front().start_ns, last = plan.op_spans().front().end_ns;
-      for (const PreparedPlan::OpSpan& s : plan.op_spans()) {
-        first = std::min(first, s.start_ns);
-        last = std::max(last, s.end_ns);
-      }
-      timings_.device_s += double(last - first) * 1e-9;
+// --- sequences --------------------------------------------------------------------------------------------------
+
+Engine::Sequence& Engine::seq_at(SeqId seq) {
+  GRETA_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live, "no live sequence ", seq);
+  return seqs_[size_t(seq)];
+}
+
+const Engine::Sequence& Engine::seq_at(SeqId seq) const {
+  GRETA_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live, "no live sequence ", seq);
+  return seqs_[size_t(seq)];
+}
+
+SeqId Engine::new_sequence() {
+  const SeqId id = kv_.create();
+  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
+  seqs_[size_t(id)].tokens.clear();
+  seqs_[size_t(id)].live = true;
+  return id;
+}
+
+SeqId Engine::fork_sequence(SeqId src) {
+  const std::vector<TokenId> history = seq_at(src).tokens;
+  // Share only what is in the cache, and never the last token: the fork's next step must produce its logits.
+  const int64_t shareable = std::min<int64_t>(kv_.length(src), int64_t(history.size()) - 1);
+  const SeqId id = kv_.fork(src, std::max<int64_t>(shareable, 0));
+  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
+  seqs_[size_t(id)].tokens = history;
+  seqs_[size_t(id)].live = true;
+  return id;
+}
+
+std::pair<SeqId, int64_t> Engine::new_sequence_with_prefix(std::span<const TokenId> prompt) {
+  // The live sequence whose cached tokens share the longest prefix with the prompt (linear in the live sequences'
+  // histories: done once per new sequence, not per step).
+  SeqId best = -1;
+  int64_t best_len = 0;
+  for (size_t i = 0; i < seqs_.size(); ++i) {
+    if (!seqs_[i].live) continue;
+    const auto& t = seqs_[i].tokens;
+    const int64_t limit = std::min<int64_t>({kv_.length(SeqId(i)), int64_t(t.size()), int64_t(prompt.size()) - 1});
+    int64_t n = 0;
+    while (n < limit && t[size_t(n)] == prompt[size_t(n)]) ++n;
+    n -= n % kPageSize;
+    if (n > best_len) best = SeqId(i), best_len = n;
+  }
+  if (best < 0) return {new_sequence(), 0};
+  const SeqId id = kv_.fork(best, best_len);
+  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
+  seqs_[size_t(id)].tokens.assign(prompt.begin(), prompt.begin() + best_len);
+  seqs_[size_t(id)].live = true;
+  return {id, best_len};
+}
+
+void Engine::release_sequence(SeqId seq) {
+  seq_at(seq).live = false;
+  seqs_[size_t(seq)].tokens.clear();
+  kv_.release(seq);
+  if (seq == default_seq_) {
+    default_seq_ = -1;
+    have_logits_ = false;
+  }
+}
+
+const std::vector<TokenId>& Engine::sequence_tokens(SeqId seq) const { return seq_at(seq).tokens; }
+
+void Engine::truncate_sequence(SeqId seq, int64_t n) {
+  Sequence& s = seq_at(seq);
+  if (n < 0 || n > int64_t(s.tokens.size())) fail("truncate to ", n, " tokens: the sequence has ", s.tokens.size());
+  s.tokens.resize(size_t(n));
+  kv_.truncate(seq, n);
+  if (seq == default_seq_) have_logits_ = false;
+}
+
+int64_t Engine::kv_positions_available() const { return kv_.available_pages() * kPageSize; }
+
+void Engine::reserve_kv(int64_t positions) {
+  const int64_t pages = std::min(kv_.max_pages(), kv_.used_pages() + 1 + kv_.pages_for(positions));
+  if (pages <= kv_.capacity()) return;
+  // Grow by allocating and returning pages through a scratch sequence: the pool's own growth rule applies.
+  const SeqId scratch = kv_.create();
+  kv_.extend(scratch, std::min(positions, (kv_.available_pages()) * kPageSize));
+  kv_.release(scratch);
+  plan_for(1, false);
+}
+
+// --- steps ------------------------------------------------------------------------------------------------------
+
+std::span<const float> StepLogits::row(size_t entry) const {
+  if (entry >= has_last_.size() || !has_last_[entry]) return {};
+  return std::span<const float>(last_).subspan(entry * size_t(vocab_), size_t(vocab_));
+}
+
+std::span<const float> StepLogits::all_rows(size_t entry) const {
+  if (entry >= all_.size()) return {};
+  return all_[entry];
+}
+
+const StepLogits& Engine::step(std::span<const StepEntry> entries) {
+  // Check everything before changing anything: a failed step appends nothing.
+  int64_t new_pages = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const StepEntry& e = entries[i];
+    const Sequence& s = seq_at(e.seq);
+    for (size_t j = 0; j < i; ++j)
+      if (entries[j].seq == e.seq) fail("sequence ", e.seq, " appears twice in one step");
+    for (TokenId t : e.tokens)
+      if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary (", config_.vocab_size, ")");
+    const int64_t total = int64_t(s.tokens.size() + e.tokens.size());
+    if (total == kv_.length(e.seq)) fail("no tokens to process");
+    if (total > ctx_)
+      fail("context full: ", s.tokens.size(), " + ", e.tokens.size(), " tokens exceed the context of ", ctx_,
+           " positions (reset, or use a larger --ctx)");
+    new_pages += kv_.pages_for(total) - int64_t(kv_.pages(e.seq).size());
+  }
+  if (new_pages > kv_.available_pages())
+    fail("KV cache full: the step needs ", new_pages, " more pages of ", kPageSize, " positions, ",
+         kv_.available_pages(), " are left in the budget (", kv_.max_pages() - 1, " pages, ",
+         format_bytes(double(uint64_t(kv_.max_pages() - 1) * kv_bytes_per_page())), ")");
+
+  // Append the tokens and take the pages; the runs are the histories' parts not yet in the cache.
+  runs_.clear();
+  bool all_logits = false;
+  step_logits_.has_last_.assign(entries.size(), 0);
+  step_logits_.last_.resize(entries.size() * size_t(config_.vocab_size));
+  step_logits_.all_.resize(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const StepEntry& e = entries[i];
+    Sequence& s = seq_at(e.seq);
+    const int64_t first = kv_.length(e.seq);
+    s.tokens.insert(s.tokens.end(), e.tokens.begin(), e.tokens.end());
+    GRETA_CHECK(kv_.extend(e.seq, int64_t(s.tokens.size())), "KV pages checked above");
+    runs_.push_back({i, e.seq, first, int64_t(s.tokens.size()) - first});
+    all_logits = all_logits || e.logits == LogitsWanted::All;
+    if (e.logits == LogitsWanted::All) step_logits_.all_[i].resize(size_t(runs_.back().count * config_.vocab_size));
+    else step_logits_.all_[i].clear();
+  }
+
+  // Pack the runs into passes of at most max_batch tokens and max_seqs sequences, in entry order. A pass that does
+  // not fill its bucket is padded, unless it ends in a multi-token run that can stop at the next smaller bucket
+  // instead: prefill is split where padding would add more than 32 tokens and more than a quarter of the pass;
+  // otherwise (decode tokens, short steps) another pass costs more than the padding.
+  size_t next = 0;
+  while (next < runs_.size()) {
+    pass_.clear();
+    int64_t n = 0;
+    size_t last = next;
+    while (next < runs_.size() && int64_t(pass_.size()) < options_.max_seqs && n < options_.max_batch) {
+      Run& r = runs_[next];
+      const int64_t take = std::min(r.count, options_.max_batch - n);
+      pass_.push_back({r.entry, r.seq, r.first, take});
+      n += take;
+      r.first += take;
+      r.count -= take;
+      last = next;
+      if (r.count == 0) ++next;
     }
-    plan.op_spans().clear();
-    done += n;
+    const int64_t bucket = bucket_for(n);
+    int64_t target = 1;
+    while (target * 2 <= n) target *= 2;
+    if (bucket - n > 32 && (bucket - n) * 4 > n && pass_.back().count > n - target) {
+      const int64_t back = n - target;  // returned to the last run: it resumes in the next pass
+      pass_.back().count -= back;
+      runs_[last].first -= back;
+      runs_[last].count += back;
+      next = last;
+    }
+    run_pass(pass_, entries, all_logits);
   }
-  std::copy(out.end() - vocab, out.end(), last_logits_.begin());
-  have_logits_ = true;
+  return step_logits_;
+}
+
+void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits) {
+  int64_t n = 0;
+  for (const Run& r : runs) n += r.count;
+  PreparedPlan& prepared = plan_for(n, all_logits);
+  const Plan& plan = prepared.plan();
+  const PlanShape& shape = plan.shape;
+  const int64_t bucket = shape.n_tokens, pps = shape.kv.pages_per_seq;
+  const bool gather = shape.n_logit_rows < bucket;
+  GRETA_CHECK(int64_t(runs.size()) + 1 <= shape.n_seqs && n <= bucket, "pass of ", runs.size(), " runs, ", n, " tokens");
+
+  // The step arrays (sized once per bucket; no allocation once the buffers have grown).
+  StepArrays& a = step_arrays_;
+  a.tokens.assign(size_t(bucket), 0);
+  a.positions.assign(size_t(bucket), 0);
+  a.kv_rows.assign(size_t(bucket), 0);  // padding: row 0 of the sink page
+  a.seq.assign(size_t(bucket), int32_t(shape.n_seqs - 1));
+  a.page_table.assign(size_t(shape.n_seqs * pps), 0);
+  a.logit_rows.assign(gather ? size_t(shape.n_logit_rows) : 0, 0);
+  int64_t t = 0, logit_row = 0;
+  bool decode_only = true;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    const Sequence& s = seq_at(r.seq);
+    const auto pages = kv_.pages(r.seq);
+    std::copy(pages.begin(), pages.end(), a.page_table.begin() + ptrdiff_t(int64_t(i) * pps));
+    decode_only = decode_only && r.count == 1;
+    for (int64_t k = 0; k < r.count; ++k, ++t) {
+      const int64_t pos = r.first + k;
+      a.tokens[size_t(t)] = s.tokens[size_t(pos)];
+      a.positions[size_t(t)] = int32_t(pos);
+      a.kv_rows[size_t(t)] = int32_t(kv_.row(r.seq, pos));
+      a.seq[size_t(t)] = int32_t(i);
+    }
+    if (gather && r.first + r.count == int64_t(s.tokens.size()) && entries[r.entry].logits == LogitsWanted::Last)
+      a.logit_rows[size_t(logit_row++)] = int32_t(t - 1);
+  }
+
+  const auto step_start = Clock::now();
+  backend_->execute(prepared, a.view());
+  const auto step_end = Clock::now();
+
+  // Logits: the last token of every run that ends its entry's tokens; every token for LogitsWanted::All.
+  const int64_t vocab = config_.vocab_size;
+  bool read_any = false;
+  t = 0;
+  logit_row = 0;
+  for (const Run& r : runs) {
+    const StepEntry& e = entries[r.entry];
+    const bool ends = r.first + r.count == int64_t(seq_at(r.seq).tokens.size());
+    if (e.logits == LogitsWanted::All) {
+      const int64_t entry_first = int64_t(seq_at(r.seq).tokens.size()) - int64_t(step_logits_.all_[r.entry].size()) / vocab;
+      const int64_t skip = std::max<int64_t>(entry_first - r.first, 0);  // recomputed tokens before the entry's own
+      if (r.count > skip)
+        backend_->read(prepared, plan.logits, (t + skip) * vocab,
+                       std::span<float>(step_logits_.all_[r.entry]).subspan(size_t((r.first + skip - entry_first) * vocab),
+                                                                           size_t((r.count - skip) * vocab)));
+      read_any = true;
+    }
+    if (ends && e.logits != LogitsWanted::None) {
+      const int64_t row = gather ? logit_row++ : t + r.count - 1;
+      if (e.logits == LogitsWanted::All) {
+        std::copy_n(step_logits_.all_[r.entry].end() - vocab, vocab,
+                    step_logits_.last_.begin() + ptrdiff_t(r.entry * size_t(vocab)));
+      } else {
+        backend_->read(prepared, plan.logits, row * vocab,
+                       std::span<float>(step_logits_.last_).subspan(r.entry * size_t(vocab), size_t(vocab)));
+      }
+      step_logits_.has_last_[r.entry] = 1;
+      read_any = true;
+    }
+    t += r.count;
+  }
+  const double seconds = seconds_since(step_start);
+  if (timing_ == TimingClass::Decode || (timing_ == TimingClass::Auto && decode_only)) {
+    timings_.decode_tokens += int64_t(runs.size());
+    timings_.decode_s += seconds;
+  } else {
+    timings_.prefill_tokens += n;
+    timings_.prefill_s += seconds;
+  }
+  if (trace_) record_step(prepared, n, step_start, step_end, read_any);
+  if (!prepared.op_spans().empty()) {
+    int64_t first = prepared.op_spans().front().start_ns, last = prepared.op_spans().front().end_ns;
+    for (const PreparedPlan::OpSpan& sp : prepared.op_spans()) {
+      first = std::min(first, sp.start_ns);
+      last = std::max(last, sp.end_ns);
+    }
+    timings_.device_s += double(last - first) * 1e-9;
+  }
+  prepared.op_spans().clear();
 }
 
 void Engine::record_step(PreparedPlan& plan, int64_t n_tokens, Clock::time_point start, Clock::time_point end,
@@ -157,33 +442,55 @@ void Engine::record_step(PreparedPlan& plan, int64_t n_tokens, Clock::time_point
   }
 }
 
+// --- one conversation ----------------------------------------------------------------------------------------
+
+SeqId Engine::default_sequence() {
+  if (default_seq_ < 0) default_seq_ = new_sequence();
+  return default_seq_;
+}
+
+int64_t Engine::n_past() const { return default_seq_ < 0 ? 0 : kv_.length(default_seq_); }
+
+const std::vector<TokenId>& Engine::history() const {
+  static const std::vector<TokenId> empty;
+  return default_seq_ < 0 ? empty : seq_at(default_seq_).tokens;
+}
+
 std::span<const float> Engine::prefill(std::span<const TokenId> tokens) {
-  const auto start = Clock::now();
-  run_steps(tokens, false, last_logits_);
-  timings_.prefill_s += seconds_since(start);
-  timings_.prefill_tokens += int64_t(tokens.size());
+  if (tokens.empty()) fail("no tokens to process");
+  have_logits_ = false;
+  const StepEntry e{default_sequence(), tokens, LogitsWanted::Last};
+  const TimingScope timing(timing_, TimingClass::Prefill);
+  const StepLogits& out = step(std::span(&e, 1));
+  std::copy_n(out.row(0).begin(), config_.vocab_size, last_logits_.begin());
+  have_logits_ = true;
   return last_logits_;
 }
 
 std::vector<float> Engine::prefill_all_logits(std::span<const TokenId> tokens) {
-  const auto start = Clock::now();
-  std::vector<float> all;
-  run_steps(tokens, true, all);
-  timings_.prefill_s += seconds_since(start);
-  timings_.prefill_tokens += int64_t(tokens.size());
+  if (tokens.empty()) fail("no tokens to process");
+  have_logits_ = false;
+  const StepEntry e{default_sequence(), tokens, LogitsWanted::All};
+  const TimingScope timing(timing_, TimingClass::Prefill);
+  const StepLogits& out = step(std::span(&e, 1));
+  std::vector<float> all(out.all_rows(0).begin(), out.all_rows(0).end());
+  std::copy(all.end() - config_.vocab_size, all.end(), last_logits_.begin());
+  have_logits_ = true;
   return all;
 }
 
 std::span<const float> Engine::decode(TokenId token) {
-  const auto start = Clock::now();
-  run_steps(std::span<const TokenId>(&token, 1), false, last_logits_);
-  timings_.decode_s += seconds_since(start);
-  timings_.decode_tokens += 1;
+  const StepEntry e{default_sequence(), std::span<const TokenId>(&token, 1), LogitsWanted::Last};
+  have_logits_ = false;
+  const TimingScope timing(timing_, TimingClass::Decode);
+  const StepLogits& out = step(std::span(&e, 1));
+  std::copy_n(out.row(0).begin(), config_.vocab_size, last_logits_.begin());
+  have_logits_ = true;
   return last_logits_;
 }
 
 void Engine::reset() {
-  history_.clear();
+  if (default_seq_ >= 0) release_sequence(default_seq_);
   have_logits_ = false;
 }
 
@@ -192,7 +499,7 @@ void Engine::reset_timings() { timings_ = Timings{}; }
 GenerateResult Engine::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                                 const TokenCallback& on_token) {
   Sampler sampler(options.sampling);
-  for (TokenId t : history_) sampler.accept(t);  // a continued context counts for the penalties too
+  for (TokenId t : history()) sampler.accept(t);  // a continued context counts for the penalties too
   return generate(prompt, sampler, options.max_tokens, options.stop_at_end_of_generation, on_token);
 }
 

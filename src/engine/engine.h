@@ -1,16 +1,24 @@
-// The engine: a model loaded onto one backend, with its KV cache and execution plans. The CLI (run, chat, logits,
-// bench) and the tests drive models only through this API.
+// The engine: a model loaded onto one backend (weights, tokenizer, config: shared by everything), the paged KV cache
+// (kv_cache.h), the sequences that hold its pages, and the steps that run forward passes over batches of sequences.
+// The CLI (run, chat, logits, bench), the batch runner (batch.h) and the tests drive models only through this API;
+// docs/engine.md explains the design.
 //
-//   auto engine = Engine::open("model.gguf", std::make_unique<cpu::CpuBackend>());
-//   auto prompt = engine.tokenizer().encode("Once upon a time", true);
-//   GenerateResult r = engine.generate(prompt, {.max_tokens = 32, .sampling = SamplerParams::greedy()},
-//                                      [](TokenId, std::string_view piece) { fputs(..piece..); return true; });
+// Many sequences:
+//   SeqId a = engine.new_sequence(), b = engine.new_sequence();
+//   const StepLogits& out = engine.step({{a, prompt_a}, {b, prompt_b}});   // one or more forward passes
+//   out.row(0), out.row(1): the logits after each entry's last token
+//   engine.step({{a, {&next_a, 1}}, {b, {&next_b, 1}}});                    // decode both in one pass
+//   SeqId c = engine.fork_sequence(a);   // shares a's full pages; release_sequence() frees what nobody else holds
 //
-// Steps append to the context: prefill(tokens) then decode(token) repeatedly; reset() empties it. Prompts longer
-// than max_batch are prefilled in several steps. Plans are built once per step shape and replayed.
+// One conversation (the CLI's run/chat, most tests): prefill(tokens), decode(token), generate(...), reset() act on a
+// default sequence.
+//
+// Steps run in plans made per bucket of step sizes (powers of two up to max_batch), at most a dozen prepared at a
+// time; padding tokens fill a bucket and write only the sink page.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
@@ -20,6 +28,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "engine/sampler.h"
@@ -31,8 +40,13 @@
 namespace greta::engine {
 
 struct EngineOptions {
-  int64_t ctx = 0;          // KV-cache positions; 0: the model's context length, capped by the backend's memory
-  int64_t max_batch = 256;  // tokens per prefill step; longer prompts are split into several steps
+  int64_t ctx = 0;          // positions per sequence at most; 0: min(the model's trained context, 4096), capped by
+                            // the KV budget
+  int64_t max_batch = 512;  // tokens per step; longer work is split into several steps
+  int64_t max_seqs = 1;     // sequences per step at most (more are run in further steps)
+  uint64_t kv_budget = 0;   // bytes of KV cache at most (the page pool grows to it as pages are used); 0: half of
+                            // the backend's memory left after the weights
+  ElemType kv_type = ElemType::F16;  // F32 or F16
 };
 
 // Wall-clock seconds; rates are tokens per second (0 when nothing was timed).
@@ -71,6 +85,31 @@ struct GenerateResult {
 // Called for each generated token with its text piece; return false to stop generating.
 using TokenCallback = std::function<bool(TokenId token, std::string_view piece)>;
 
+// What a step entry wants back.
+enum class LogitsWanted { None, Last, All };
+
+// One entry of a step: tokens appended to a sequence (a sequence appears at most once per step).
+struct StepEntry {
+  SeqId seq = -1;
+  std::span<const TokenId> tokens;
+  LogitsWanted logits = LogitsWanted::Last;
+};
+
+// The logits a step returned, valid until the next step: row(i) for entry i (vocab floats after its last token; empty
+// for entries that wanted none); all_rows(i): [tokens, vocab] for LogitsWanted::All.
+class StepLogits {
+public:
+  std::span<const float> row(size_t entry) const;
+  std::span<const float> all_rows(size_t entry) const;
+
+private:
+  friend class Engine;
+  int64_t vocab_ = 0;
+  std::vector<float> last_;                  // [entries, vocab]
+  std::vector<std::vector<float>> all_;      // per entry, LogitsWanted::All only
+  std::vector<uint8_t> has_last_;
+};
+
 class Engine {
 public:
   // Loads the weights onto the backend and prepares the decode plan. Throws greta::Error on a bad model, a context
@@ -90,9 +129,38 @@ public:
   const ModelWeights& weights() const { return weights_; }
   Backend& backend() { return *backend_; }
   int64_t vocab_size() const { return config_.vocab_size; }
-  int64_t context_size() const { return ctx_; }
-  int64_t n_past() const { return int64_t(history_.size()); }    // positions filled in the KV cache
-  const std::vector<TokenId>& history() const { return history_; }  // the tokens in the context
+  int64_t context_size() const { return ctx_; }  // positions per sequence
+  const EngineOptions& options() const { return options_; }
+  const KvCache& kv_cache() const { return kv_; }
+  uint64_t kv_bytes_per_page() const;
+
+  // --- sequences ----------------------------------------------------------------------------------------------
+  SeqId new_sequence();
+  // A new sequence with src's history, sharing its full KV pages; the tokens past them (fewer than a page, and
+  // always at least the last one, so the fork's next step returns the logits after src's history) are recomputed
+  // by the fork's next step.
+  SeqId fork_sequence(SeqId src);
+  // A new sequence whose history is `prompt`'s longest prefix held by a live sequence (whole pages, short of the
+  // prompt's last token): those pages are shared, not recomputed. Returns the sequence and the tokens reused.
+  std::pair<SeqId, int64_t> new_sequence_with_prefix(std::span<const TokenId> prompt);
+  void release_sequence(SeqId seq);
+  const std::vector<TokenId>& sequence_tokens(SeqId seq) const;  // its history (tokens appended so far)
+  // Shortens a sequence's history to n tokens (the KV cache forgets the rest).
+  void truncate_sequence(SeqId seq, int64_t n);
+  // Positions the KV budget can still give (beyond what sequences hold).
+  int64_t kv_positions_available() const;
+  // Grows the page pool now so that `positions` more positions fit without re-preparing plans mid-run (benches).
+  void reserve_kv(int64_t positions);
+
+  // Runs the entries' tokens through the model in as few steps as max_batch and max_seqs allow (tokens a fork left
+  // to recompute go first). Throws greta::Error, with nothing appended, for a token outside the vocabulary, a
+  // sequence past its context ("context full") or KV pages beyond the budget ("KV cache full").
+  const StepLogits& step(std::span<const StepEntry> entries);
+  const StepLogits& step(std::initializer_list<StepEntry> entries) { return step(std::span(entries.begin(), entries.size())); }
+
+  // --- one conversation: the default sequence ----------------------------------------------------------------
+  int64_t n_past() const;                        // positions filled in its context
+  const std::vector<TokenId>& history() const;   // the tokens in its context
 
   // Appends tokens to the context and returns the logits after the last one (vocab floats, valid until the next
   // call). Throws greta::Error for an empty list, a token outside the vocabulary, or when the context would
@@ -121,17 +189,33 @@ public:
   // stops. The trace must outlive the engine's use of it.
   void set_trace(Trace* trace) { trace_ = trace; }
 
-  // The plan for a step shape (built and prepared on first use); for tools that inspect or profile plans.
+  // The plan for steps of a bucket (n_tokens rounded up to one; built and prepared on first use); for tools that
+  // inspect or profile plans.
   PreparedPlan& plan_for(int64_t n_tokens, bool all_logits);
+  // Every plan prepared now (profiles sum their per-op times).
+  std::vector<PreparedPlan*> prepared_plans();
+  // The step-size bucket n tokens run in: the next power of two, at most max_batch.
+  int64_t bucket_for(int64_t n_tokens) const;
 
-  // Bytes of KV cache per context position (f32 K and V, every layer).
-  static uint64_t kv_bytes_per_position(const model::ModelConfig& config);
+  // Bytes of KV cache per context position (K and V, every layer) with elements of `kv_type`.
+  static uint64_t kv_bytes_per_position(const model::ModelConfig& config, ElemType kv_type = ElemType::F32);
 
 private:
-  void check_tokens(std::span<const TokenId> tokens) const;
-  // Runs the tokens through the model in max_batch steps; the logits of the last token (or every token when
-  // all_logits) are copied into `out`.
-  void run_steps(std::span<const TokenId> tokens, bool all_logits, std::vector<float>& out);
+  struct Sequence {  // the engine's side of a sequence; the KV cache holds its pages
+    std::vector<TokenId> tokens;  // history: tokens[0 .. kv length) are in the cache, the rest wait for a step
+    bool live = false;
+  };
+  // One sequence's part of a pending forward pass.
+  struct Run {
+    size_t entry;
+    SeqId seq;
+    int64_t first, count;  // positions [first, first + count) of the sequence's history
+  };
+  Sequence& seq_at(SeqId seq);
+  const Sequence& seq_at(SeqId seq) const;
+  SeqId default_sequence();
+  // Runs `runs` (at most max_seqs, at most max_batch tokens) as one forward pass and copies the logits out.
+  void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits);
   void record_step(PreparedPlan& plan, int64_t n_tokens, Trace::Clock::time_point start, Trace::Clock::time_point end,
                    bool read_logits);
 
@@ -142,10 +226,29 @@ private:
   ModelWeights weights_;
   EngineOptions options_;
   int64_t ctx_ = 0;
-  std::vector<TokenId> history_;
-  std::vector<float> last_logits_;  // [vocab]
-  bool have_logits_ = false;        // last_logits_ belong to the current context's last token
-  std::map<std::pair<int64_t, bool>, std::unique_ptr<PreparedPlan>> plans_;  // by (n_tokens, all_logits)
+  KvCache kv_;
+  int64_t prepared_pages_ = 0;      // the pool size the prepared plans were made for
+  std::vector<Sequence> seqs_;      // by SeqId (the KV cache's ids)
+  SeqId default_seq_ = -1;
+  std::vector<float> last_logits_;  // [vocab]: the default sequence's
+  bool have_logits_ = false;        // last_logits_ belong to the default sequence's last token
+  StepLogits step_logits_;
+  StepArrays step_arrays_;          // reused by every pass (no per-step allocation once sized)
+  std::vector<Run> runs_, pass_;
+  // How a pass's time is counted: Auto: decode when every run is one token, else prefill; prefill()/decode() say.
+  enum class TimingClass { Auto, Prefill, Decode };
+  TimingClass timing_ = TimingClass::Auto;
+  struct TimingScope {
+    TimingClass& slot;
+    TimingScope(TimingClass& s, TimingClass c) : slot(s) { slot = c; }
+    ~TimingScope() { slot = TimingClass::Auto; }
+  };
+  struct CachedPlan {
+    std::unique_ptr<PreparedPlan> plan;
+    uint64_t last_use = 0;
+  };
+  std::map<std::pair<int64_t, bool>, CachedPlan> plans_;  // by (bucket, all_logits)
+  uint64_t plan_clock_ = 0;
   Timings timings_;
   Trace* trace_ = nullptr;
 };

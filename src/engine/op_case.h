@@ -2,7 +2,7 @@
 // the per-op tests (tests/vk/vk_ops_test.cpp: every kernel against the CPU reference) and the kernel benchmarks
 // (tools/bench/vk_*_bench: validate on the CPU, then time on the device with the backend's GPU timestamps).
 //
-//   OpCase c(/*n_tokens=*/5, /*ctx=*/8);
+//   OpCase c(/*n_tokens=*/5, /*ctx=*/8);          // one sequence, its positions on pages 1, 2, ... (PlanShape::single)
 //   BufferId x = c.input("x", 5 * 256, /*seed=*/1);
 //   WeightId w = c.weight("w", GgmlType::Q4_0, 37, 256, /*seed=*/2);
 //   BufferId y = c.output("y", 5 * 37);
@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -27,12 +29,27 @@ struct OpCase {
   std::vector<std::vector<uint8_t>> weight_bytes;  // storage behind weights[i].data
   std::map<BufferId, std::vector<float>> inputs;   // written into the backend before each run
   std::vector<int32_t> tokens;                     // the step's token ids (n_tokens)
-  int64_t start_pos = 0;                           // the step's first position
+  int64_t start_pos = 0;                           // the step's first position (one sequence)
+  // The step-input buffers besides plan.tokens / plan.positions (KvRows, SeqIndex, PageTable).
+  BufferId kv_rows = kNoBuffer, seq = kNoBuffer, page_table = kNoBuffer;
+  // When set, run() uses these arrays instead of single_sequence_step(plan, tokens, start_pos).
+  std::optional<StepArrays> step;
 
-  OpCase(int64_t n_tokens, int64_t ctx);
+  // n_tokens tokens of up to n_seqs sequences of up to ctx positions each; the page pool holds n_seqs * ctx
+  // positions plus the sink page.
+  OpCase(int64_t n_tokens, int64_t ctx, int64_t n_seqs = 1);
 
-  // A scratch input of uniform random values in [-scale, scale).
-  BufferId input(const std::string& name, int64_t elems, uint32_t seed, float scale = 1.f);
+  // A scratch input of uniform random values in [-scale, scale) (F16 buffers hold them rounded to f16).
+  BufferId input(const std::string& name, int64_t elems, uint32_t seed, float scale = 1.f,
+                 ElemType type = ElemType::F32);
+
+  // Several sequences in one step: sequence i has lens[i] tokens at positions starts[i]..; their pages are a random
+  // permutation of the pool (never page 0), so kernels that ignore the page table fail. Tokens past the sum of lens
+  // are padding (position 0, KV row 0, page-table row n_seqs - 1 mapped to the sink page; needs a spare row).
+  // Sets `step`.
+  void sequences(std::span<const int64_t> lens, std::span<const int64_t> starts, uint32_t seed);
+  // The cache row of position `pos` of sequence row `s` in the current step (step or the single sequence).
+  int64_t cache_row(int64_t s, int64_t pos) const;
   BufferId output(const std::string& name, int64_t elems);
   // A [rows, cols] weight of `type`: uniform random floats in [lo, hi) encoded with the reference quantizer.
   WeightId weight(const std::string& name, model::GgmlType type, int64_t rows, int64_t cols, uint32_t seed,

@@ -1,7 +1,14 @@
-// The static execution plan: one forward pass of a llama-family model for a fixed shape (n_tokens tokens appended to
-// a KV cache of ctx positions), written as a flat list of ops over numbered buffers. It is built once per model and
-// shape and replayed every step; only the step input (token ids, start position) changes between replays, so a GPU
-// backend can record the ops into command buffers once and resubmit them.
+// The static execution plan: one forward pass of a llama-family model for a fixed shape (a step of n_tokens tokens
+// from up to n_seqs sequences, over a paged KV cache), written as a flat list of ops over numbered buffers. It is
+// built once per model and step-size bucket and replayed every step; only the step input (token ids, positions, KV
+// rows, page tables, logit rows) changes between replays, so a GPU backend can record the ops into command buffers
+// once and resubmit them.
+//
+// The paged KV cache (engine/kv_cache.h owns the pages; the plan only addresses them): every layer's K (and V) cache
+// is one persistent buffer of n_pages * page_size rows. A sequence's position p lives in row
+//   page_table[seq * pages_per_seq + p / page_size] * page_size + p % page_size
+// where `seq` is the sequence's row in the step's page table. Page 0 is the padding sink: the padding tokens that
+// fill a step up to its bucket write there and attend only to it, so they never touch a real sequence's pages.
 //
 // Buffers hold row-major matrices: a buffer "[n_tokens, dim]" stores token t's row at elements [t*dim, (t+1)*dim).
 // Weights are [rows, cols] with `cols` the fastest-varying (GGUF's dims[0]); a matmul computes, for every token t and
@@ -24,18 +31,54 @@ using WeightId = int32_t;
 inline constexpr BufferId kNoBuffer = -1;
 inline constexpr WeightId kNoWeight = -1;
 
-enum class ElemType { F32, I32 };
+enum class ElemType { F32, I32, F16 };
+// "f32", "i32", "f16". Inline (as are the other small helpers below): the HIP plugin uses them without the engine.
+inline const char* elem_type_name(ElemType type) {
+  switch (type) {
+    case ElemType::F32: return "f32";
+    case ElemType::I32: return "i32";
+    case ElemType::F16: return "f16";
+  }
+  return "?";
+}
+// Bytes of `elems` elements (not rounded).
+inline uint64_t elem_bytes(ElemType type, int64_t elems) {
+  return uint64_t(elems) * (type == ElemType::F16 ? 2u : 4u);
+}
 
 enum class BufferRole {
   Scratch,     // activations of one step; contents are meaningless between steps
-  Persistent,  // model state shared by every plan of the model and kept between steps (the KV cache), found by name
-  Tokens,      // step input: n_tokens token ids (I32), written by the backend from StepInput before the ops run
-  Positions,   // step input: n_tokens positions (I32) = start_pos + t
+  Persistent,  // model state shared by every plan of the model and kept between steps (the KV cache), found by name.
+               // When a later plan declares it larger (the page pool grew), the backend enlarges it keeping the
+               // contents; plans prepared before that must not run again (the engine drops them).
   Logits,      // the result: [n_logit_rows, vocab] (F32)
+  // Step inputs (I32), written by the backend from the StepInput span of the same role before the ops run:
+  Tokens,      // [n_tokens] token ids
+  Positions,   // [n_tokens] each token's position in its sequence
+  KvRows,      // [n_tokens] the cache row each token's K and V go to (see the top)
+  SeqIndex,    // [n_tokens] each token's row of the page table
+  PageTable,   // [n_seqs, pages_per_seq] page ids of the step's sequences
+  LogitRows,   // [n_logit_rows] the tokens whose logits the step returns (only when n_logit_rows < n_tokens)
 };
+inline bool is_step_input(BufferRole role) {
+  switch (role) {
+    case BufferRole::Tokens:
+    case BufferRole::Positions:
+    case BufferRole::KvRows:
+    case BufferRole::SeqIndex:
+    case BufferRole::PageTable:
+    case BufferRole::LogitRows: return true;
+    case BufferRole::Scratch:
+    case BufferRole::Persistent:
+    case BufferRole::Logits: return false;
+  }
+  return false;
+}
 
 struct BufferDecl {
   std::string name;  // "x", "q", "blk.3.k_cache": shown by verify mode and profiles
+  // F32 activations and logits, I32 step inputs, F32 or F16 KV caches. Backends read() and write() every F32 or F16
+  // buffer as floats (F16 converted, round to nearest even).
   ElemType type = ElemType::F32;
   BufferRole role = BufferRole::Scratch;
   int64_t elems = 0;
@@ -91,25 +134,43 @@ struct RopeOp {
   WeightId freq_factors = kNoWeight;  // [rope_dims / 2]
 };
 
-// cache[positions[t], :] = src[t, :]: appends this step's K (or V) rows to one layer's cache.
+// cache[rows[t], :] = src[t, :] (converted to the cache's element type, F32 or F16 with round to nearest even):
+// stores this step's K (or V) rows in one layer's paged cache.
 struct KvWriteOp {
-  BufferId src;       // [n_tokens, width]
-  BufferId cache;     // [ctx, width] persistent
-  BufferId positions; // [n_tokens] I32
-  int64_t n_tokens, width, ctx;
+  BufferId src;       // [n_tokens, width] F32
+  BufferId cache;     // [cache_rows, width] F32 or F16, persistent
+  BufferId rows;      // [n_tokens] I32: KvRows
+  int64_t n_tokens, width, cache_rows;
 };
 
-// Causal attention over the cache: token t (at position p = positions[t]) and query head h attend to cache rows
-// 0..p of KV head h / (n_heads / n_kv_heads) (GQA; MQA when n_kv_heads = 1):
-//   out[t, h, :] = sum_j softmax_j(scale * q[t, h, :] . k[j, kvh, :]) * v[j, kvh, :]
+// Causal attention over the paged cache: token t of sequence row s = seq[t] at position p = positions[t], query
+// head h, attends to its sequence's keys j = 0..p of KV head g = h / (n_heads / n_kv_heads) (GQA; MQA when
+// n_kv_heads = 1), key j at cache row R(s, j) = page_table[s * pages_per_seq + j / page_size] * page_size +
+// j % page_size:
+//   out[t, h, :] = sum_j softmax_j(scale * q[t, h, :] . k[R(s, j), g, :]) * v[R(s, j), g, :]
+// The engine guarantees: the tokens of one sequence are consecutive in the step with increasing positions; the
+// table entries for j <= the largest position of the sequence in the step are valid pages (others are 0); K and V
+// of this step's tokens are written (KvWriteOp) before the attention runs.
 struct AttentionOp {
-  BufferId q;         // [n_tokens, n_heads, head_dim]
-  BufferId k_cache;   // [ctx, n_kv_heads, head_dim]
-  BufferId v_cache;   // [ctx, n_kv_heads, head_dim_v]
-  BufferId positions; // [n_tokens] I32
-  BufferId out;       // [n_tokens, n_heads, head_dim_v]
-  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v, ctx;
-  float scale;        // 1 / sqrt(head_dim)
+  BufferId q;          // [n_tokens, n_heads, head_dim] F32
+  BufferId k_cache;    // [cache_rows, n_kv_heads, head_dim] F32 or F16
+  BufferId v_cache;    // [cache_rows, n_kv_heads, head_dim_v] F32 or F16
+  BufferId positions;  // [n_tokens] I32
+  BufferId seq;        // [n_tokens] I32: SeqIndex
+  BufferId page_table; // [n_seqs, pages_per_seq] I32: PageTable
+  BufferId out;        // [n_tokens, n_heads, head_dim_v] F32
+  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+  int64_t n_seqs, page_size, pages_per_seq, cache_rows;
+  float scale;         // 1 / sqrt(head_dim)
+};
+
+// out[r, :] = in[rows[r], :] for r < n_rows: the rows whose logits a step returns (the last token of each sequence
+// that asked for them), gathered before the final norm.
+struct GatherRowsOp {
+  BufferId in;        // [n_tokens, width]
+  BufferId rows;      // [n_rows] I32: LogitRows
+  BufferId out;       // [n_rows, width]
+  int64_t n_rows, width;
 };
 
 // out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).
@@ -124,10 +185,11 @@ struct AddOp {
   int64_t elems;
 };
 
-using OpVariant =
-    std::variant<EmbedOp, RmsNormOp, MatMulOp, AddBiasOp, RopeOp, KvWriteOp, AttentionOp, SwiGluOp, AddOp>;
+using OpVariant = std::variant<EmbedOp, RmsNormOp, MatMulOp, AddBiasOp, RopeOp, KvWriteOp, AttentionOp, SwiGluOp,
+                               AddOp, GatherRowsOp>;
 
-enum class OpKind { Embed, RmsNorm, MatMul, AddBias, Rope, KvWrite, Attention, SwiGlu, Add };  // variant order
+// variant order
+enum class OpKind { Embed, RmsNorm, MatMul, AddBias, Rope, KvWrite, Attention, SwiGlu, Add, GatherRows };
 const char* op_kind_name(OpKind kind);
 
 struct PlanOp {
@@ -137,42 +199,87 @@ struct PlanOp {
   OpKind kind() const { return static_cast<OpKind>(op.index()); }
 };
 
+// The paged KV cache as the plan sees it (see the top).
+struct KvLayout {
+  int64_t page_size = 32;      // positions per page
+  int64_t n_pages = 0;         // pages in every layer's pool, the padding sink (page 0) included
+  int64_t pages_per_seq = 0;   // page-table width: ceil(the context per sequence / page_size)
+  ElemType type = ElemType::F16;
+  int64_t cache_rows() const { return n_pages * page_size; }
+};
+
 // What one plan computes.
 struct PlanShape {
-  int64_t n_tokens = 1;     // tokens per step (1: decode)
-  int64_t ctx = 0;          // KV cache positions
-  bool all_logits = false;  // logits for every token (teacher forcing, perplexity) or only for the last one
+  int64_t n_tokens = 1;      // tokens per step (a bucket: padding tokens fill what the step does not use)
+  int64_t n_seqs = 1;        // page-table rows: sequences per step at most (a padding row included)
+  int64_t n_logit_rows = 1;  // logit rows returned; == n_tokens: every token's, in token order (no gather)
+  KvLayout kv;
+
+  // One sequence of up to ctx positions, pages 1..pages_per_seq (single_sequence_step): verify mode, op tests, tools.
+  static PlanShape single(int64_t n_tokens, int64_t ctx, bool all_logits, ElemType kv_type = ElemType::F16);
 };
 
 struct Plan {
   PlanShape shape;
   int64_t vocab = 0;
-  int64_t n_logit_rows = 0;  // n_tokens when all_logits, else 1
+  int64_t n_logit_rows = 0;  // = shape.n_logit_rows
   std::vector<BufferDecl> buffers;
   std::vector<PlanOp> ops;
   BufferId tokens = kNoBuffer, positions = kNoBuffer, logits = kNoBuffer;
 
   BufferId add_buffer(std::string name, ElemType type, BufferRole role, int64_t elems);
+  // The plan's step-input buffer of `role`; kNoBuffer when it has none.
+  BufferId input_buffer(BufferRole role) const;
   // Multi-line listing "  12 blk.0.attn_q   matmul ..." for debugging and docs.
   std::string describe() const;
 };
 
-// The variable part of a step: n_tokens token ids appended at positions start_pos .. start_pos + n_tokens - 1.
-// After the step the cache holds start_pos + n_tokens positions (the KV length).
+// The variable part of a step: one span per step-input role, each exactly as long as the plan's buffer of that role
+// (empty for a role the plan lacks). Padding entries are the engine's (kv row 0, sequence row of sink pages,
+// position 0). Backends copy the spans into their buffers; they do not interpret them beyond what the ops define.
 struct StepInput {
-  std::span<const int32_t> tokens;
-  int64_t start_pos = 0;
+  std::span<const int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
+  std::span<const int32_t> for_role(BufferRole role) const {
+    switch (role) {
+      case BufferRole::Tokens: return tokens;
+      case BufferRole::Positions: return positions;
+      case BufferRole::KvRows: return kv_rows;
+      case BufferRole::SeqIndex: return seq;
+      case BufferRole::PageTable: return page_table;
+      case BufferRole::LogitRows: return logit_rows;
+      case BufferRole::Scratch:
+      case BufferRole::Persistent:
+      case BufferRole::Logits: return {};
+    }
+    return {};
+  }
+  // 1 + the largest position (the longest key range of the step), at least 1.
+  int64_t max_len() const;
 };
+
+// Owned step arrays, viewed as a StepInput.
+struct StepArrays {
+  std::vector<int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
+  StepInput view() const { return {tokens, positions, kv_rows, seq, page_table, logit_rows}; }
+};
+
+// A step of one sequence (page-table row 0) whose position p lives on page 1 + p / page_size: `tokens` at positions
+// start_pos.. (padded to the plan's n_tokens with sink tokens), the logits of the last token (or of every token when
+// the plan returns every row). For PlanShape::single plans: verify mode, op tests, kernel benches, the tuner.
+StepArrays single_sequence_step(const Plan& plan, std::span<const int32_t> tokens, int64_t start_pos);
 
 // Builds the forward pass of `config`'s architecture. Throws greta::Error for shapes it cannot plan.
 Plan build_plan(const model::ModelConfig& config, const ModelWeights& weights, const PlanShape& shape);
 
-// The elements an op writes (verify mode compares exactly these). For KvWrite that depends on the step's positions.
+// The elements an op writes (verify mode compares exactly these). For KvWrite these are the step's rows of the
+// cache, one region per token.
 struct BufferRegion {
   BufferId buffer = kNoBuffer;
   int64_t offset = 0, count = 0;
 };
-BufferRegion written_region(const PlanOp& op, const StepInput& step);
+std::vector<BufferRegion> written_regions(const PlanOp& op, const StepInput& step);
+// The buffer an op writes (whatever the step).
+BufferId written_buffer(const PlanOp& op);
 // The buffers an op reads (for verify's resync and for backends that track hazards).
 std::vector<BufferId> read_buffers(const PlanOp& op);
 

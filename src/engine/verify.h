@@ -28,6 +28,7 @@ struct VerifyOptions {
   double max_nmse = 1e-5;     // per op; a GPU with fp16 arithmetic may need 1e-4
   bool resync = true;
   int64_t decode_steps = 2;   // the last decode_steps tokens are fed one per step after prefilling the rest
+  ElemType kv_type = ElemType::F16;  // the KV cache's element type in the plans verified
 };
 
 struct OpCheck {
@@ -37,6 +38,8 @@ struct OpCheck {
   int layer = -1;
   OpKind kind = OpKind::Embed;
   int64_t count = 0;      // elements compared
+  int64_t token = -1;     // the step's token (row) with the largest error; -1 when the op has no token rows
+  int64_t seq = -1;       // that token's sequence (its page-table row in the step); -1 when unknown
   double nmse = 0;
   double max_abs_diff = 0;
   bool ok = true;

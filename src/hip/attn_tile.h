@@ -1,18 +1,26 @@
 // Flash attention for prefill on matrix cores: the tile math shared by the kernel (k_attention.hip) and the CPU
 // layout tests (tests/hip).
 //
-// One block = one wave computes kBQ = 16 consecutive query tokens of one head h (KV head g = h / group), walking
-// the cache in tiles of kBKV = 16 keys with an online softmax (fp32 statistics per row):
+// One block = one wave computes kBQ = 16 consecutive query tokens of one head h (KV head g = h / group) over the
+// paged KV cache (kernels.h: AttentionArgs), with an online softmax (fp32 statistics per row):
 //   stage_q once: Q rows -> LDS q[r][d] fp16 ("mk": A of S = Q K^T), head_dim padded with zeros to a multiple of 16
-//   per key tile j0:
-//     stage_kv: K rows -> k[j][d] ("nk": B[d][j] = K[j][d]), V rows -> v[j][d] ("kn": B[j][d] = V[j][d])
-//     S = Q K^T over head_dim in steps of 16 (for_each_score_mma), stored to s[r][j] times `scale`, with -inf where
-//       key j0 + j > position of row r (store_scores: the causal mask)
+//   for each run of rows of one sequence (the tile's tokens may belong to several sequences: prefill chunks of some
+//   and decode tokens of others share a step; the engine keeps each sequence's tokens consecutive, so a sequence is
+//   one run of rows [r_begin, r_end)), over that sequence's keys in tiles of kBKV = 16:
+//     key_row: the cache rows of keys j0 .. j0 + 15 through the sequence's page table (-1 past the run's longest
+//       position: zeros are staged)
+//     stage_kv: K rows -> k[j][d] ("nk": B[d][j] = K[j][d]), V rows -> v[j][d] ("kn": B[j][d] = V[j][d]); the cache
+//       is f32 or f16
+//     S = Q K^T over head_dim in steps of 16 (for_each_score_mma), stored to s[r][j] times `scale`, with -inf for
+//       rows outside the run and where key j0 + j > position of row r (store_scores: the causal mask)
 //     softmax_row (lanes 0..15, one row each): new running max, rescale factor alpha, P = exp(S - max) -> p[r][j]
-//       (fp16, "mk": A of O += P V), running sum l += the stored P values
+//       (fp16, "mk": A of O += P V), running sum l += the stored P values. A row outside the run sees only -inf:
+//       alpha = 1 and P = 0, so its state passes through the other runs unchanged (exactly: e^0 = 1)
 //     rescale_o: O *= alpha[row]; O += P V for each 16-wide chunk of head_dim_v (for_each_pv_mma)
 //   store_out: out = O / l (fp32), rows of real tokens only.
-// Positions come from the positions buffer, so rows attend exactly to cache rows 0..positions[t] as the CPU does.
+// With one sequence in the tile (plain prefill) there is one run and this is the classic flash-attention loop.
+// Positions and sequences come from the step-input buffers, so rows attend exactly to their sequence's keys
+// 0..positions[t] as the CPU does.
 #pragma once
 #include <cstdint>
 
@@ -45,7 +53,8 @@ GRETA_HD GRETA_INLINE Dims make_dims(int head_dim, int head_dim_v) {
   t.lds = kBKV + 1;
   return t;
 }
-// LDS elements (T) needed by q, k, v and p; the float arrays (s, m, l, alpha) and positions come on top.
+// LDS elements (T) needed by q, k, v and p; the float arrays (s, m, l, alpha), the rows' positions and sequences and
+// the key tile's cache rows come on top.
 GRETA_HD GRETA_INLINE int lds_elems(const Dims& t) { return kBQ * t.ldq + kBKV * t.ldk + kBKV * t.ldv + kBQ * t.ldp; }
 
 // Q rows r < rows_valid of this block: q_base + r * q_stride (fp32, head_dim values); other rows and pad are zero.
@@ -58,17 +67,38 @@ GRETA_HD GRETA_INLINE void stage_q(int tid, int nthreads, const float* q_base, i
   }
 }
 
-// Keys j0 .. j0 + 15 (those < kv_len) of one KV head: k_base + j * k_stride, v_base + j * v_stride.
-template <class T>
-GRETA_HD GRETA_INLINE void stage_kv(int tid, int nthreads, const float* k_base, int64_t k_stride, const float* v_base,
-                                    int64_t v_stride, int64_t j0, int64_t kv_len, const Dims& t, T* lds_k, T* lds_v) {
+// The run of rows that starts at r0 (< rows_valid): rows r0 .. end - 1 have row_seq[r0]; returns end and sets
+// *max_pos to the largest position among them (the run's key range is 0..*max_pos).
+GRETA_HD GRETA_INLINE int run_end(const int* row_seq, const int* row_pos, int r0, int rows_valid, int* max_pos) {
+  int r1 = r0 + 1, mp = row_pos[r0];
+  for (; r1 < rows_valid && row_seq[r1] == row_seq[r0]; ++r1) mp = row_pos[r1] > mp ? row_pos[r1] : mp;
+  *max_pos = mp;
+  return r1;
+}
+
+// The cache row of key j of a sequence whose page-table row is `pages`, or -1 when j >= kv_len or the page table
+// points outside the cache (a bad step input reads zeros, never out of bounds).
+GRETA_HD GRETA_INLINE int key_row(const int32_t* pages, int64_t page_size, int64_t j, int64_t kv_len,
+                                  int64_t cache_rows) {
+  if (j >= kv_len) return -1;
+  const int64_t row = int64_t(pages[j / page_size]) * page_size + j % page_size;
+  return row >= 0 && row < cache_rows ? int(row) : -1;
+}
+
+// Keys j = 0..15 of the current key tile of one KV head: cache row key_rows[j] (-1: staged as zeros), element d at
+// k_base[row * k_stride + d] (C = float or the fp16 storage type: an f16 cache is staged without rounding).
+template <class T, class C>
+GRETA_HD GRETA_INLINE void stage_kv(int tid, int nthreads, const C* k_base, int64_t k_stride, const C* v_base,
+                                    int64_t v_stride, const int* key_rows, const Dims& t, T* lds_k, T* lds_v) {
   for (int e = tid; e < kBKV * t.dp; e += nthreads) {
     const int j = e / t.dp, d = e % t.dp;
-    put(lds_k[j * t.ldk + d], j0 + j < kv_len && d < t.d ? k_base[(j0 + j) * k_stride + d] : 0.f);
+    const int64_t row = key_rows[j];
+    put(lds_k[j * t.ldk + d], row >= 0 && d < t.d ? get(k_base[row * k_stride + d]) : 0.f);
   }
   for (int e = tid; e < kBKV * t.dvp; e += nthreads) {
     const int j = e / t.dvp, d = e % t.dvp;
-    put(lds_v[j * t.ldv + d], j0 + j < kv_len && d < t.dv ? v_base[(j0 + j) * v_stride + d] : 0.f);
+    const int64_t row = key_rows[j];
+    put(lds_v[j * t.ldv + d], row >= 0 && d < t.dv ? get(v_base[row * v_stride + d]) : 0.f);
   }
 }
 
@@ -83,13 +113,15 @@ GRETA_HD GRETA_INLINE void for_each_score_mma(int lane, const T* lds_q, const T*
   }
 }
 
-// The lane's score fragment -> s[r][j] * scale, or -inf where key j0 + j is beyond row r's position.
+// The lane's score fragment -> s[r][j] * scale, or -inf for rows outside the run [r_begin, r_end) and where key
+// j0 + j is beyond row r's position.
 template <class M>
 GRETA_HD GRETA_INLINE void store_scores(int lane, const float* acc, float scale, int64_t j0, const int* row_pos,
-                                        const Dims& t, float* lds_s) {
+                                        int r_begin, int r_end, const Dims& t, float* lds_s) {
   for (int i = 0; i < M::kC; ++i) {
     const RowCol rc = M::c(lane, i);
-    lds_s[rc.row * t.lds + rc.col] = j0 + rc.col <= row_pos[rc.row] ? acc[i] * scale : kNegInf;
+    const bool visible = rc.row >= r_begin && rc.row < r_end && j0 + rc.col <= row_pos[rc.row];
+    lds_s[rc.row * t.lds + rc.col] = visible ? acc[i] * scale : kNegInf;
   }
 }
 
@@ -101,7 +133,7 @@ GRETA_HD GRETA_INLINE void softmax_row(int r, const float* lds_s, const Dims& t,
   float mx = kNegInf;
   for (int j = 0; j < kBKV; ++j) mx = s[j] > mx ? s[j] : mx;
   const float m_old = row_m[r], m_new = mx > m_old ? mx : m_old;
-  if (m_new == kNegInf) {  // nothing visible to this row yet (or a padding row)
+  if (m_new == kNegInf) {  // nothing visible to this row yet (a later run's row, or a row past the tokens)
     row_alpha[r] = 1.f;
     for (int j = 0; j < kBKV; ++j) put(lds_p[r * t.ldp + j], 0.f);
     return;

@@ -2,18 +2,25 @@
 //
 //   load_weights  matrices are uploaded in their stored format (quantized blocks as they are in the file) through two
 //                 pinned staging buffers; 1-row weights (norms, biases, rope factors) are decoded to fp32 on the host
-//   prepare       every plan buffer from the device memory pool; the KV cache (persistent buffers) shared by name
-//                 across plans; scratch for the GEMM's fp16 activations and the split-K attention partials
-//   execute       the step input goes up through pinned memory, then the ops run on one stream. A full-range step
-//                 without profiling is captured once into a graph and replayed on later steps (kernels read
-//                 positions from the device, grids depend only on the plan's shape, so the graph stays valid);
-//                 profiling and verify mode (single ops) launch the kernels directly, profiling between events
-//   read / write  synchronous copies of F32 buffer ranges
+//   prepare       every plan buffer from the device memory pool; the KV cache (persistent buffers, f32 or f16) shared
+//                 by name across plans, enlarged (contents copied, the rest zeroed) when a later plan declares it
+//                 larger; the step-input buffers (tokens, positions, KV rows, sequence rows, page table, logit rows)
+//                 back to back in one device allocation mirrored by one pinned staging area; scratch for the GEMM's
+//                 fp16 activations and the split-K attention partials
+//   execute       the step input goes up through the pinned staging area in one copy, then the ops run on one
+//                 stream. A full-range step without profiling is captured once into a graph and replayed on later
+//                 steps (kernels read positions, KV rows and page tables from the device, grids depend only on the
+//                 plan's shape, every device address is fixed at prepare, so the graph stays valid); profiling and
+//                 verify mode (single ops) launch the kernels directly, profiling between events
+//   read / write  synchronous copies of F32 or F16 buffer ranges (F16 converted on the host, round to nearest even)
 // Kernel choice (as the Vulkan backend's): matmul with n_tokens <= kMatvecTokens, or with an F32 weight, uses the fp32
 // matvec; larger batches of other weight types the matrix-core GEMM (fp16 operands, fp32 accumulation). Attention
 // with >= 16 tokens uses flash attention on matrix cores (fp16 Q, K, P, V), fewer the fp32 split-K kernel; a model
 // with F32 weight matrices keeps fp32 attention throughout (its users asked for f32 accuracy, and its goldens
-// hold it to 1e-9).
+// hold it to 1e-9). The choice depends on the plan's n_tokens only (a captured graph must not change), not on how
+// the step splits into sequences: a step of >= 16 decode tokens of different sequences runs flash attention with
+// one-row runs (correct, but each 16-row tile then walks every run's keys in turn; routing such tokens to the
+// split-K kernel is a possible speed-up).
 #pragma once
 #include <map>
 #include <memory>
@@ -71,7 +78,12 @@ private:
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<MemoryPool> pool_;
   std::vector<Weight> weights_;
-  std::map<std::string, std::shared_ptr<PoolBuffer>> persistent_;  // KV cache by buffer name
+  struct Persistent {
+    std::shared_ptr<PoolBuffer> memory;
+    engine::ElemType type = engine::ElemType::F32;
+    int64_t elems = 0;
+  };
+  std::map<std::string, Persistent> persistent_;  // KV cache by buffer name
   std::unique_ptr<PinnedMemory> staging_[2];
   std::unique_ptr<Event> staging_done_[2];
   bool f16_attention_ = true;  // false once an F32 weight matrix is loaded

@@ -5,8 +5,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "model/quants.h"
 
 namespace greta::hip {
@@ -16,21 +20,41 @@ using namespace greta::engine;
 namespace {
 constexpr size_t kStagingBytes = size_t(32) << 20;
 constexpr int64_t kPrefillAttentionMinTokens = 16;
+
 }  // namespace
 
 // A plan's device buffers. Graph members come last: the graph references the buffers' addresses.
+//
+// Step inputs: every buffer whose role is a step input (I32) lives in one device allocation, `step_device`, at
+// `StepSlot::offset` (256-byte aligned, back to back in plan order); `step_input` is pinned host memory of the same
+// layout. execute() fills the pinned copy from the StepInput spans and uploads it with one copy; the device
+// addresses never change, so a captured graph keeps reading the current step's values.
 class HipPlan : public PreparedPlan {
 public:
   using PreparedPlan::PreparedPlan;
-  std::vector<std::shared_ptr<PoolBuffer>> buffers;  // by BufferId
+  struct StepSlot {
+    BufferId id;
+    BufferRole role;
+    size_t offset;
+    int64_t elems;
+  };
+  std::vector<std::shared_ptr<PoolBuffer>> owned;  // by BufferId: scratch and persistent memory (null: step inputs)
+  std::vector<uint8_t*> address;                   // by BufferId: the device address every kernel gets
+  std::unique_ptr<PoolBuffer> step_device;
+  std::unique_ptr<PinnedMemory> step_input;
+  std::vector<StepSlot> step_slots;
+  size_t step_bytes = 0;
+  // The persistent buffers this plan uses, by name: a later plan that enlarged one made this plan stale.
+  std::vector<std::pair<std::string, const PoolBuffer*>> persistent;
   std::unique_ptr<PoolBuffer> gemm_a_half, gemm_inv_scale, attention_partials;
-  std::unique_ptr<PinnedMemory> step_input;  // tokens | positions, n_tokens int32 each
-  std::unique_ptr<Event> op_start, op_end;   // profiling
+  std::unique_ptr<Event> op_start, op_end;  // profiling
   Graph graph;
   bool graph_failed = false;
 
-  float* f32(BufferId id) const { return reinterpret_cast<float*>(buffers[size_t(id)]->data()); }
-  int32_t* i32(BufferId id) const { return reinterpret_cast<int32_t*>(buffers[size_t(id)]->data()); }
+  float* f32(BufferId id) const { return reinterpret_cast<float*>(address[size_t(id)]); }
+  int32_t* i32(BufferId id) const { return reinterpret_cast<int32_t*>(address[size_t(id)]); }
+  void* raw(BufferId id) const { return address[size_t(id)]; }
+  bool is_f16(BufferId id) const { return plan().buffers[size_t(id)].type == ElemType::F16; }
 };
 
 HipBackend::HipBackend(const HipBackendOptions& options) : options_(options) {
@@ -142,11 +166,25 @@ namespace {
 // Every buffer an op touches must hold what the op reads or writes: a bad plan is an internal error, never an
 // out-of-bounds access on the device.
 void check_op_fits(const Plan& p, const PlanOp& op) {
-  auto need = [&](BufferId id, int64_t elems, ElemType type) {
+  auto decl = [&](BufferId id) -> const BufferDecl& {
     GRETA_CHECK(id >= 0 && size_t(id) < p.buffers.size(), op.label, ": buffer ", id);
-    const BufferDecl& b = p.buffers[size_t(id)];
-    GRETA_CHECK(b.type == type && b.elems >= elems, op.label, ": buffer ", b.name, " has ", b.elems, " elements, needs ",
-                elems);
+    return p.buffers[size_t(id)];
+  };
+  auto need_elems = [&](const BufferDecl& b, int64_t elems) {
+    GRETA_CHECK(b.elems >= elems, op.label, ": buffer ", b.name, " has ", b.elems, " elements, needs ", elems);
+  };
+  auto need = [&](BufferId id, int64_t elems, ElemType type) {
+    const BufferDecl& b = decl(id);
+    GRETA_CHECK(b.type == type, op.label, ": buffer ", b.name, " is ", elem_type_name(b.type), ", the HIP kernels need ",
+                elem_type_name(type));
+    need_elems(b, elems);
+  };
+  // KV caches: f32 or f16 (the kernels are instantiated for both).
+  auto need_cache = [&](BufferId id, int64_t elems) {
+    const BufferDecl& b = decl(id);
+    GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, op.label, ": cache ", b.name, " is ",
+                elem_type_name(b.type));
+    need_elems(b, elems);
   };
   std::visit(
       [&](const auto& o) {
@@ -168,20 +206,30 @@ void check_op_fits(const Plan& p, const PlanOp& op) {
           need(o.positions, o.n_tokens, ElemType::I32);
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
           need(o.src, o.n_tokens * o.width, ElemType::F32);
-          need(o.cache, o.ctx * o.width, ElemType::F32);
-          need(o.positions, o.n_tokens, ElemType::I32);
+          need_cache(o.cache, o.cache_rows * o.width);
+          need(o.rows, o.n_tokens, ElemType::I32);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
           GRETA_CHECK(o.n_kv_heads > 0 && o.n_heads % o.n_kv_heads == 0, op.label);
+          GRETA_CHECK(o.n_seqs > 0 && o.page_size > 0 && o.pages_per_seq > 0 && o.cache_rows > 0, op.label);
           need(o.q, o.n_tokens * o.n_heads * o.head_dim, ElemType::F32);
-          need(o.k_cache, o.ctx * o.n_kv_heads * o.head_dim, ElemType::F32);
-          need(o.v_cache, o.ctx * o.n_kv_heads * o.head_dim_v, ElemType::F32);
+          need_cache(o.k_cache, o.cache_rows * o.n_kv_heads * o.head_dim);
+          need_cache(o.v_cache, o.cache_rows * o.n_kv_heads * o.head_dim_v);
+          GRETA_CHECK(decl(o.k_cache).type == decl(o.v_cache).type, op.label, ": K and V caches of different types");
           need(o.positions, o.n_tokens, ElemType::I32);
+          need(o.seq, o.n_tokens, ElemType::I32);
+          need(o.page_table, o.n_seqs * o.pages_per_seq, ElemType::I32);
           need(o.out, o.n_tokens * o.n_heads * o.head_dim_v, ElemType::F32);
+        } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
+          GRETA_CHECK(o.in != o.out && o.width > 0, op.label, ": gather in place");
+          need(o.in, o.width, ElemType::F32);
+          need(o.rows, o.n_rows, ElemType::I32);
+          need(o.out, o.n_rows * o.width, ElemType::F32);
         } else if constexpr (std::is_same_v<T, SwiGluOp>) {
           need(o.gate, o.elems, ElemType::F32);
           need(o.up, o.elems, ElemType::F32);
           need(o.out, o.elems, ElemType::F32);
         } else {
+          static_assert(std::is_same_v<T, AddOp>);
           need(o.x, o.elems, ElemType::F32);
           need(o.y, o.elems, ElemType::F32);
         }
@@ -190,42 +238,98 @@ void check_op_fits(const Plan& p, const PlanOp& op) {
 }
 
 AttentionArgs attention_args(const HipPlan& plan, const AttentionOp& o) {
-  return {plan.f32(o.q), plan.f32(o.k_cache), plan.f32(o.v_cache), plan.i32(o.positions), plan.f32(o.out),
-          o.n_tokens,    o.n_heads,           o.n_kv_heads,        o.head_dim,            o.head_dim_v,
-          o.ctx,         o.scale};
+  AttentionArgs a{};
+  a.q = plan.f32(o.q);
+  a.k_cache = plan.raw(o.k_cache);
+  a.v_cache = plan.raw(o.v_cache);
+  a.positions = plan.i32(o.positions);
+  a.seq = plan.i32(o.seq);
+  a.page_table = plan.i32(o.page_table);
+  a.out = plan.f32(o.out);
+  a.n_tokens = o.n_tokens;
+  a.n_heads = o.n_heads;
+  a.n_kv_heads = o.n_kv_heads;
+  a.head_dim = o.head_dim;
+  a.head_dim_v = o.head_dim_v;
+  a.n_seqs = o.n_seqs;
+  a.page_size = o.page_size;
+  a.pages_per_seq = o.pages_per_seq;
+  a.cache_rows = o.cache_rows;
+  a.scale = o.scale;
+  a.cache_f16 = plan.is_f16(o.k_cache);
+  return a;
 }
+
+// Device bytes of a buffer (at least 4, so that every buffer has an address).
+size_t buffer_bytes(const BufferDecl& b) { return size_t(std::max<uint64_t>(elem_bytes(b.type, b.elems), 4)); }
+
+size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 
 }  // namespace
 
 std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
-  GRETA_CHECK(plan.tokens >= 0 && plan.positions >= 0, "plan without step input buffers");
+  // Device bytes this plan adds: scratch, step inputs, new persistent buffers and enlarged ones (the old copy lives on
+  // until the plans that hold it are dropped).
   uint64_t bytes = 0;
   for (const auto& b : plan.buffers) {
     GRETA_CHECK(b.elems >= 0, b.name);
-    if (b.role != BufferRole::Persistent || !persistent_.count(b.name)) bytes += uint64_t(b.elems) * 4;
+    const auto it = persistent_.find(b.name);
+    if (b.role != BufferRole::Persistent || it == persistent_.end() || b.elems > it->second.elems)
+      bytes += buffer_bytes(b) + MemoryPool::kAlign;
   }
   if (bytes > memory_capacity())
     fail("hip: the plan needs ", format_bytes(double(bytes)), " of buffers, the device has ",
          format_bytes(double(memory_capacity())), " left");
 
   auto prepared = std::make_unique<HipPlan>(plan);
-  prepared->buffers.resize(plan.buffers.size());
+  prepared->owned.resize(plan.buffers.size());
+  prepared->address.resize(plan.buffers.size(), nullptr);
   for (size_t i = 0; i < plan.buffers.size(); ++i) {
     const BufferDecl& b = plan.buffers[i];
-    const size_t n = size_t(std::max<int64_t>(b.elems, 1)) * 4;
-    if (b.role == BufferRole::Persistent) {
-      auto& shared = persistent_[b.name];
-      if (!shared) {
-        shared = std::make_shared<PoolBuffer>(*pool_, n);
-        GRETA_GPU_CHECK(gpuMemsetAsync(shared->data(), 0, n, stream_->get()), "clearing the KV cache");
+    const size_t n = buffer_bytes(b);
+    if (is_step_input(b.role)) {
+      GRETA_CHECK(b.type == ElemType::I32, "step input ", b.name, " is not I32");
+      prepared->step_slots.push_back({BufferId(i), b.role, prepared->step_bytes, b.elems});
+      prepared->step_bytes = align_up(prepared->step_bytes + n, MemoryPool::kAlign);
+    } else if (b.role == BufferRole::Persistent) {
+      Persistent& shared = persistent_[b.name];
+      GRETA_CHECK(!shared.memory || shared.type == b.type, "persistent buffer ", b.name, " changed type from ",
+                  elem_type_name(shared.type), " to ", elem_type_name(b.type));
+      if (!shared.memory) {
+        shared = {std::make_shared<PoolBuffer>(*pool_, n), b.type, b.elems};
+        GRETA_GPU_CHECK(gpuMemsetAsync(shared.memory->data(), 0, n, stream_->get()), "clearing the KV cache");
+      } else if (b.elems > shared.elems) {
+        // The engine grew its page pool: a larger buffer with the old contents at the start and zeros after them.
+        // Plans prepared before keep the old buffer alive until the engine drops them (they must not run again).
+        auto bigger = std::make_shared<PoolBuffer>(*pool_, n);
+        const size_t old_bytes = size_t(elem_bytes(shared.type, shared.elems));
+        if (old_bytes > 0)
+          GRETA_GPU_CHECK(gpuMemcpyAsync(bigger->data(), shared.memory->data(), old_bytes, gpuMemcpyDeviceToDevice,
+                                         stream_->get()),
+                          "copying the KV cache into its enlarged buffer");
+        GRETA_GPU_CHECK(gpuMemsetAsync(bigger->data() + old_bytes, 0, n - old_bytes, stream_->get()),
+                        "clearing the enlarged KV cache");
+        stream_->synchronize();  // the copy is done before the old range can return to the pool (growth is rare)
+        shared = {std::move(bigger), b.type, b.elems};
       }
-      GRETA_CHECK(shared->size() >= n, "persistent buffer ", b.name, " changed size");
-      prepared->buffers[i] = shared;
+      prepared->owned[i] = shared.memory;
+      prepared->address[i] = shared.memory->data();
+      prepared->persistent.emplace_back(b.name, shared.memory.get());
     } else {
-      prepared->buffers[i] = std::make_shared<PoolBuffer>(*pool_, n);
-      GRETA_GPU_CHECK(gpuMemsetAsync(prepared->buffers[i]->data(), 0, n, stream_->get()), "clearing a buffer");
+      prepared->owned[i] = std::make_shared<PoolBuffer>(*pool_, n);
+      prepared->address[i] = prepared->owned[i]->data();
+      GRETA_GPU_CHECK(gpuMemsetAsync(prepared->address[i], 0, n, stream_->get()), "clearing a buffer");
     }
   }
+  // The step-input buffers: one device range, one pinned mirror (see HipPlan).
+  const size_t step_alloc = std::max<size_t>(prepared->step_bytes, 4);
+  prepared->step_device = std::make_unique<PoolBuffer>(*pool_, step_alloc);
+  prepared->step_input = std::make_unique<PinnedMemory>(step_alloc);
+  std::memset(prepared->step_input->data(), 0, step_alloc);
+  GRETA_GPU_CHECK(gpuMemsetAsync(prepared->step_device->data(), 0, step_alloc, stream_->get()), "clearing step input");
+  for (const auto& slot : prepared->step_slots)
+    prepared->address[size_t(slot.id)] = prepared->step_device->data() + slot.offset;
+
   // Scratch sized by the largest op that needs it.
   int64_t a_half = 0, inv_scale = 0, partials = 0;
   for (const PlanOp& op : plan.ops) {
@@ -237,7 +341,7 @@ std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
       inv_scale = std::max(inv_scale, m->n_tokens);
     } else if (const auto* a = std::get_if<AttentionOp>(&op.op)) {
       const AttentionArgs args = attention_args(*prepared, *a);
-      partials = std::max(partials, attention_partials_elems(args, attention_splits(a->ctx)));
+      partials = std::max(partials, attention_partials_elems(args, attention_splits(args.max_len())));
     } else if (const auto* e = std::get_if<EmbedOp>(&op.op)) {
       GRETA_CHECK(weight(e->table).view.cols == e->dim, op.label);
     } else if (const auto* r = std::get_if<RmsNormOp>(&op.op)) {
@@ -256,7 +360,6 @@ std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
     prepared->gemm_inv_scale = std::make_unique<PoolBuffer>(*pool_, size_t(inv_scale) * 4);
   }
   if (partials > 0) prepared->attention_partials = std::make_unique<PoolBuffer>(*pool_, size_t(partials) * 4);
-  prepared->step_input = std::make_unique<PinnedMemory>(size_t(std::max<int64_t>(plan.shape.n_tokens, 1)) * 8);
   prepared->op_start = std::make_unique<Event>();
   prepared->op_end = std::make_unique<Event>();
   stream_->synchronize();
@@ -286,13 +389,17 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
                       o.pairing, o.base, o.freq_scale,
                       o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors));
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
-          launch_kv_write(ctx_, plan.f32(o.src), plan.f32(o.cache), plan.i32(o.positions), o.n_tokens, o.width, o.ctx);
+          launch_kv_write(ctx_, plan.f32(o.src), plan.raw(o.cache), plan.is_f16(o.cache), plan.i32(o.rows), o.n_tokens,
+                          o.width, o.cache_rows);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
           const AttentionArgs a = attention_args(plan, o);
           if (use_flash_attention(a))
             launch_attention_prefill(ctx_, a);
           else
             launch_attention_decode(ctx_, a, reinterpret_cast<float*>(plan.attention_partials->data()));
+        } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
+          const int64_t in_rows = plan.plan().buffers[size_t(o.in)].elems / o.width;
+          launch_gather_rows(ctx_, plan.f32(o.in), plan.i32(o.rows), plan.f32(o.out), o.n_rows, o.width, in_rows);
         } else if constexpr (std::is_same_v<T, SwiGluOp>) {
           launch_swiglu(ctx_, plan.f32(o.gate), plan.f32(o.up), plan.f32(o.out), o.elems);
         } else {
@@ -306,21 +413,25 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
 void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange range) {
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   const Plan& p = plan.plan();
-  const int64_t n = p.shape.n_tokens;
-  GRETA_CHECK(int64_t(step.tokens.size()) == n, "step has ", step.tokens.size(), " tokens, plan ", n);
-  GRETA_CHECK(step.start_pos >= 0 && step.start_pos + n <= p.shape.ctx, "start ", step.start_pos);
   GRETA_CHECK(range.begin <= range.end && range.end <= p.ops.size());
-
-  // Step input through pinned memory (the previous step finished: execute ends with a synchronize).
-  auto* in = reinterpret_cast<int32_t*>(plan.step_input->data());
-  for (int64_t t = 0; t < n; ++t) {
-    in[t] = step.tokens[size_t(t)];
-    in[n + t] = int32_t(step.start_pos + t);
+  for (const auto& [name, memory] : plan.persistent) {
+    const auto it = persistent_.find(name);
+    GRETA_CHECK(it != persistent_.end() && it->second.memory.get() == memory, "hip: persistent buffer ", name,
+                " was enlarged by a later plan; this plan was prepared before and must not run again");
   }
-  GRETA_GPU_CHECK(gpuMemcpyAsync(plan.i32(p.tokens), in, size_t(n) * 4, gpuMemcpyHostToDevice, stream_->get()),
-                  "uploading tokens");
-  GRETA_GPU_CHECK(gpuMemcpyAsync(plan.i32(p.positions), in + n, size_t(n) * 4, gpuMemcpyHostToDevice, stream_->get()),
-                  "uploading positions");
+
+  // Step input through the pinned mirror, one upload (the previous step finished: execute ends with a synchronize).
+  uint8_t* staging = plan.step_input->data();
+  for (const auto& slot : plan.step_slots) {
+    const std::span<const int32_t> values = step.for_role(slot.role);
+    GRETA_CHECK(int64_t(values.size()) == slot.elems, "step input ", p.buffers[size_t(slot.id)].name, " has ",
+                values.size(), " values, the plan ", slot.elems);
+    if (!values.empty()) std::memcpy(staging + slot.offset, values.data(), values.size_bytes());
+  }
+  if (plan.step_bytes > 0)
+    GRETA_GPU_CHECK(gpuMemcpyAsync(plan.step_device->data(), staging, plan.step_bytes, gpuMemcpyHostToDevice,
+                                   stream_->get()),
+                    "uploading the step input");
 
   const bool whole = range.begin == 0 && range.end == p.ops.size();
   if (profiling_) {
@@ -366,12 +477,30 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
   stream_->synchronize();
 }
 
+namespace {
+// An F32 or F16 buffer's element range [offset, offset + count), checked.
+void check_float_range(const Plan& p, BufferId buffer, int64_t offset, size_t count) {
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.buffers.size(), "buffer ", buffer);
+  const BufferDecl& b = p.buffers[size_t(buffer)];
+  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, "buffer ", b.name, " is ", elem_type_name(b.type));
+  GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= b.elems, "buffer ", b.name, ": range ", offset, "+", count,
+              " of ", b.elems);
+}
+}  // namespace
+
 void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
   auto& plan = dynamic_cast<HipPlan&>(prepared);
-  const Plan& p = plan.plan();
-  GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.buffers.size() && p.buffers[size_t(buffer)].type == ElemType::F32);
-  GRETA_CHECK(offset >= 0 && offset + int64_t(dst.size()) <= p.buffers[size_t(buffer)].elems);
+  check_float_range(plan.plan(), buffer, offset, dst.size());
   if (dst.empty()) return;
+  if (plan.is_f16(buffer)) {
+    std::vector<uint16_t> bits(dst.size());
+    GRETA_GPU_CHECK(gpuMemcpyAsync(bits.data(), plan.address[size_t(buffer)] + offset * 2, bits.size() * 2,
+                                   gpuMemcpyDeviceToHost, stream_->get()),
+                    "reading a buffer");
+    stream_->synchronize();
+    for (size_t i = 0; i < dst.size(); ++i) dst[i] = fp16_to_fp32(bits[i]);
+    return;
+  }
   GRETA_GPU_CHECK(gpuMemcpyAsync(dst.data(), plan.f32(buffer) + offset, dst.size_bytes(), gpuMemcpyDeviceToHost,
                                  stream_->get()),
                   "reading a buffer");
@@ -380,10 +509,17 @@ void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
 
 void HipBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
   auto& plan = dynamic_cast<HipPlan&>(prepared);
-  const Plan& p = plan.plan();
-  GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.buffers.size() && p.buffers[size_t(buffer)].type == ElemType::F32);
-  GRETA_CHECK(offset >= 0 && offset + int64_t(src.size()) <= p.buffers[size_t(buffer)].elems);
+  check_float_range(plan.plan(), buffer, offset, src.size());
   if (src.empty()) return;
+  if (plan.is_f16(buffer)) {
+    std::vector<uint16_t> bits(src.size());
+    for (size_t i = 0; i < src.size(); ++i) bits[i] = fp32_to_fp16(src[i]);  // round to nearest even
+    GRETA_GPU_CHECK(gpuMemcpyAsync(plan.address[size_t(buffer)] + offset * 2, bits.data(), bits.size() * 2,
+                                   gpuMemcpyHostToDevice, stream_->get()),
+                    "writing a buffer");
+    stream_->synchronize();  // before `bits` goes
+    return;
+  }
   GRETA_GPU_CHECK(gpuMemcpyAsync(plan.f32(buffer) + offset, src.data(), src.size_bytes(), gpuMemcpyHostToDevice,
                                  stream_->get()),
                   "writing a buffer");

@@ -1,14 +1,18 @@
-// Attention kernels of the HIP backend.
+// Attention kernels of the HIP backend, over the paged KV cache (kernels.h: AttentionArgs), f32 or f16 caches (the
+// kernels are templates on the cache element C; values are converted to fp32 exactly on load).
 //
 // attention_decode (fp32, any head size, used for decode and small batches): split-K ("flash decoding"). Grid
 // (n_heads, n_tokens, n_splits); split s of row (t, h) handles keys [s * chunk, (s + 1) * chunk) of 0..positions[t]
-// with an online softmax over tiles of kDecodeThreads keys (one key per thread for the scores, one output dimension
-// per thread for P V), and writes its partial (max m, sum l, unnormalized O) to `partials`. attention_combine merges
-// the splits: out = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s. The number of splits depends only on ctx, so the
-// grid is fixed per plan and a captured graph stays valid as the KV length grows (splits past the length write an
-// empty partial).
+// of token t's sequence with an online softmax over tiles of kDecodeThreads keys (one key per thread for the scores,
+// whose cache row it also looks up in the page table and leaves in LDS for P V; one output dimension per thread for
+// P V), and writes its partial (max m, sum l, unnormalized O) to `partials`. attention_combine merges the splits:
+// out = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s. The number of splits depends only on the plan's longest key
+// range (pages_per_seq * page_size), so the grid is fixed per plan and a captured graph stays valid whatever the
+// step's positions (splits past a token's length write an empty partial). Every (t, h) is independent, so tokens of
+// different sequences mix freely.
 //
-// attention_prefill (matrix cores): flash attention, one wave per 16 query tokens of one head; see attn_tile.h.
+// attention_prefill (matrix cores): flash attention, one wave per 16 query tokens of one head; the tile's rows may
+// span several sequences (a loop over the runs of rows of one sequence): see attn_tile.h.
 #include <cmath>
 
 #include "hip/attn_tile.h"
@@ -21,18 +25,34 @@ constexpr int kDecodeThreads = 256;
 constexpr int kKeysPerSplit = 256;
 constexpr int kMaxSplits = 64;
 
+__device__ GRETA_INLINE float load_f32(const float& v) { return v; }
+__device__ GRETA_INLINE float load_f32(const half_t& v) { return from_half(v); }
+
+// Token t's position clamped to [-1, max_len) and sequence row to [0, n_seqs) (see AttentionArgs).
+__device__ GRETA_INLINE int64_t clamped_pos(const AttentionArgs& a, int64_t t) {
+  const int64_t p = a.positions[t];
+  return p < 0 ? -1 : (p >= a.max_len() ? a.max_len() - 1 : p);
+}
+__device__ GRETA_INLINE int64_t clamped_seq(const AttentionArgs& a, int64_t t) {
+  const int64_t s = a.seq[t];
+  return s < 0 ? 0 : (s >= a.n_seqs ? a.n_seqs - 1 : s);
+}
+
 // partials layout per (t, h, s): [m, l, O[0..dv)]
+template <class C>
 __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(AttentionArgs a, int n_splits, int64_t chunk,
                                                                           float* partials) {
-  extern __shared__ float smem[];  // q[head_dim] | p[kDecodeThreads] | scratch[kDecodeThreads / 32]
+  // q[head_dim] | p[kDecodeThreads] | scratch[kDecodeThreads / 32] | rows[kDecodeThreads] (int: the tile's cache rows)
+  extern __shared__ float smem[];
   float* q_s = smem;
   float* p_s = q_s + a.head_dim;
   float* red = p_s + kDecodeThreads;
+  int* row_s = reinterpret_cast<int*>(red + kDecodeThreads / 32);
   const int64_t h = blockIdx.x, t = blockIdx.y, s = blockIdx.z;
   const int tid = thread_id();
   const int64_t group = a.n_heads / a.n_kv_heads, g = h / group;
-  int64_t pos = a.positions[t];
-  pos = pos < 0 ? -1 : (pos >= a.ctx ? a.ctx - 1 : pos);
+  const int64_t pos = clamped_pos(a, t);
+  const int32_t* pages = a.page_table + clamped_seq(a, t) * a.pages_per_seq;
   const int64_t begin = s * chunk, end = (s + 1) * chunk < pos + 1 ? (s + 1) * chunk : pos + 1;
   float* part = partials + ((t * a.n_heads + h) * n_splits + s) * (a.head_dim_v + 2);
 
@@ -40,17 +60,22 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
   for (int64_t d = tid; d < a.head_dim; d += kDecodeThreads) q_s[d] = q[d];
   __syncthreads();
 
+  const C* k_cache = static_cast<const C*>(a.k_cache) + g * a.head_dim;
+  const C* v_cache = static_cast<const C*>(a.v_cache) + g * a.head_dim_v;
   const int64_t k_stride = a.n_kv_heads * a.head_dim, v_stride = a.n_kv_heads * a.head_dim_v;
   float m = -INFINITY, l = 0.f;
   // Each thread accumulates output dimensions tid, tid + kDecodeThreads, ... (at most 2: head_dim_v <= 512).
   float o[2] = {0.f, 0.f};
   for (int64_t j0 = begin; j0 < end; j0 += kDecodeThreads) {
     const int64_t j = j0 + tid;
+    // Key j's cache row; a row outside the cache (bad step input) scores -inf and reads row 0 for V with P = 0.
+    const int row = fa::key_row(pages, a.page_size, j, end, a.cache_rows);
+    row_s[tid] = row < 0 ? 0 : row;
     float score = -INFINITY;
-    if (j < end) {
-      const float* k = a.k_cache + j * k_stride + g * a.head_dim;
+    if (row >= 0) {
+      const C* k = k_cache + int64_t(row) * k_stride;
       float dot = 0.f;
-      for (int64_t d = 0; d < a.head_dim; ++d) dot += q_s[d] * k[d];
+      for (int64_t d = 0; d < a.head_dim; ++d) dot += q_s[d] * load_f32(k[d]);
       score = dot * a.scale;
     }
     // tile max
@@ -61,7 +86,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     __syncthreads();
     const float m_new = fmaxf(m, mx);
     const float alpha = m == -INFINITY ? 0.f : expf(m - m_new);
-    const float p = j < end ? expf(score - m_new) : 0.f;
+    const float p = score == -INFINITY ? 0.f : expf(score - m_new);
     p_s[tid] = p;
     float psum = wave_sum(p);
     if (lane_id() == 0) red[wave_id()] = psum;
@@ -74,9 +99,9 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     for (int c = 0; c < 2; ++c) {
       const int64_t d = tid + int64_t(c) * kDecodeThreads;
       if (d >= a.head_dim_v) break;
-      const float* v = a.v_cache + j0 * v_stride + g * a.head_dim_v + d;
+      const C* v = v_cache + d;
       float acc = o[c] * alpha;
-      for (int64_t jj = 0; jj < n_keys; ++jj) acc += p_s[jj] * v[jj * v_stride];
+      for (int64_t jj = 0; jj < n_keys; ++jj) acc += p_s[jj] * load_f32(v[int64_t(row_s[jj]) * v_stride]);
       o[c] = acc;
     }
     __syncthreads();
@@ -108,19 +133,23 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_combine_kernel(Atten
   }
 }
 
-// Flash attention for prefill; CHUNKS = head_dim_v padded to 16, in units of 16 (<= fa::kMaxDvChunks).
-template <int CHUNKS>
+// Flash attention for prefill; CHUNKS = head_dim_v padded to 16, in units of 16 (<= fa::kMaxDvChunks); C = the
+// cache element (float or half_t).
+template <int CHUNKS, class C>
 __global__ void attention_prefill_kernel(AttentionArgs a) {
 #if defined(GRETA_HAVE_MMA)
   static_assert(Mma::kLanes == kWave, "matrix instruction and wave size disagree");
-  extern __shared__ float smem[];  // s | m | l | alpha | pos (int) | q | k | v | p (fp16)
+  // s | m | l | alpha | pos (int) | seq (int) | key rows (int, kBKV) | q | k | v | p (fp16)
+  extern __shared__ float smem[];
   const fa::Dims dims = fa::make_dims(int(a.head_dim), int(a.head_dim_v));
   float* lds_s = smem;
   float* row_m = lds_s + fa::kBQ * dims.lds;
   float* row_l = row_m + fa::kBQ;
   float* row_alpha = row_l + fa::kBQ;
   int* row_pos = reinterpret_cast<int*>(row_alpha + fa::kBQ);
-  half_t* lds_q = reinterpret_cast<half_t*>(row_pos + fa::kBQ);
+  int* row_seq = row_pos + fa::kBQ;
+  int* key_rows = row_seq + fa::kBQ;
+  half_t* lds_q = reinterpret_cast<half_t*>(key_rows + fa::kBKV);
   half_t* lds_k = lds_q + fa::kBQ * dims.ldq;
   half_t* lds_v = lds_k + fa::kBKV * dims.ldk;
   half_t* lds_p = lds_v + fa::kBKV * dims.ldv;
@@ -130,38 +159,46 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
   const int64_t g = h / (a.n_heads / a.n_kv_heads);
   const int rows_valid = a.n_tokens - t0 < fa::kBQ ? int(a.n_tokens - t0) : fa::kBQ;
   if (lane < fa::kBQ) {
-    int64_t p = lane < rows_valid ? a.positions[t0 + lane] : -1;
-    row_pos[lane] = int(p < 0 ? -1 : (p >= a.ctx ? a.ctx - 1 : p));
+    row_pos[lane] = lane < rows_valid ? int(clamped_pos(a, t0 + lane)) : -1;
+    row_seq[lane] = lane < rows_valid ? int(clamped_seq(a, t0 + lane)) : -1;
     row_m[lane] = fa::kNegInf;
     row_l[lane] = 0.f;
   }
   fa::stage_q(lane, kWave, a.q + (t0 * a.n_heads + h) * a.head_dim, a.n_heads * a.head_dim, rows_valid, dims, lds_q);
   block_barrier();
-  int max_pos = -1;
-  for (int r = 0; r < fa::kBQ; ++r) max_pos = row_pos[r] > max_pos ? row_pos[r] : max_pos;
-  const int64_t kv_len = max_pos + 1;
 
   float acc_o[CHUNKS][Mma::kC];
   for (int c = 0; c < CHUNKS; ++c)
     for (int i = 0; i < Mma::kC; ++i) acc_o[c][i] = 0.f;
+  const C* k_cache = static_cast<const C*>(a.k_cache) + g * a.head_dim;
+  const C* v_cache = static_cast<const C*>(a.v_cache) + g * a.head_dim_v;
   const int64_t k_stride = a.n_kv_heads * a.head_dim, v_stride = a.n_kv_heads * a.head_dim_v;
-  for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
-    fa::stage_kv(lane, kWave, a.k_cache + g * a.head_dim, k_stride, a.v_cache + g * a.head_dim_v, v_stride, j0,
-                 kv_len, dims, lds_k, lds_v);
-    block_barrier();
-    float acc_s[Mma::kC];
-    for (int i = 0; i < Mma::kC; ++i) acc_s[i] = 0.f;
-    fa::for_each_score_mma<Mma>(lane, lds_q, lds_k, dims,
-                                [&](const half_t* af, const half_t* bf) { mma_16x16x16(af, bf, acc_s); });
-    fa::store_scores<Mma>(lane, acc_s, a.scale, j0, row_pos, dims, lds_s);
-    block_barrier();
-    if (lane < fa::kBQ) fa::softmax_row(lane, lds_s, dims, lds_p, row_m, row_l, row_alpha);
-    block_barrier();
-    fa::rescale_o<Mma>(lane, CHUNKS, acc_o, row_alpha);
-    fa::for_each_pv_mma<Mma>(lane, lds_p, lds_v, dims, [&](int c, const half_t* af, const half_t* bf) {
-      if (c < CHUNKS) mma_16x16x16(af, bf, acc_o[c]);
-    });
-    block_barrier();
+  // One pass per run of rows [r0, r1) of one sequence (uniform across the wave: every lane reads the same LDS).
+  for (int r0 = 0; r0 < rows_valid;) {
+    int max_pos = -1;
+    const int r1 = fa::run_end(row_seq, row_pos, r0, rows_valid, &max_pos);
+    const int64_t kv_len = max_pos + 1;
+    const int32_t* pages = a.page_table + int64_t(row_seq[r0]) * a.pages_per_seq;
+    for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
+      if (lane < fa::kBKV) key_rows[lane] = fa::key_row(pages, a.page_size, j0 + lane, kv_len, a.cache_rows);
+      block_barrier();
+      fa::stage_kv(lane, kWave, k_cache, k_stride, v_cache, v_stride, key_rows, dims, lds_k, lds_v);
+      block_barrier();
+      float acc_s[Mma::kC];
+      for (int i = 0; i < Mma::kC; ++i) acc_s[i] = 0.f;
+      fa::for_each_score_mma<Mma>(lane, lds_q, lds_k, dims,
+                                  [&](const half_t* af, const half_t* bf) { mma_16x16x16(af, bf, acc_s); });
+      fa::store_scores<Mma>(lane, acc_s, a.scale, j0, row_pos, r0, r1, dims, lds_s);
+      block_barrier();
+      if (lane < fa::kBQ) fa::softmax_row(lane, lds_s, dims, lds_p, row_m, row_l, row_alpha);
+      block_barrier();
+      fa::rescale_o<Mma>(lane, CHUNKS, acc_o, row_alpha);
+      fa::for_each_pv_mma<Mma>(lane, lds_p, lds_v, dims, [&](int c, const half_t* af, const half_t* bf) {
+        if (c < CHUNKS) mma_16x16x16(af, bf, acc_o[c]);
+      });
+      block_barrier();
+    }
+    r0 = r1;
   }
   fa::store_out<Mma>(lane, CHUNKS, acc_o, row_l, a.out + (t0 * a.n_heads + h) * a.head_dim_v,
                      a.n_heads * a.head_dim_v, rows_valid, dims);
@@ -169,13 +206,13 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
 }
 
 size_t prefill_smem_bytes(const fa::Dims& d) {
-  return sizeof(float) * (fa::kBQ * d.lds + 4 * fa::kBQ) + sizeof(half_t) * size_t(fa::lds_elems(d));
+  return sizeof(float) * (fa::kBQ * d.lds + 5 * fa::kBQ + fa::kBKV) + sizeof(half_t) * size_t(fa::lds_elems(d));
 }
 
 }  // namespace
 
-int attention_splits(int64_t ctx) {
-  const int64_t s = (ctx + kKeysPerSplit - 1) / kKeysPerSplit;
+int attention_splits(int64_t max_len) {
+  const int64_t s = (max_len + kKeysPerSplit - 1) / kKeysPerSplit;
   return int(s < 1 ? 1 : (s > kMaxSplits ? kMaxSplits : s));
 }
 
@@ -183,15 +220,27 @@ int64_t attention_partials_elems(const AttentionArgs& a, int n_splits) {
   return a.n_tokens * a.n_heads * int64_t(n_splits) * (a.head_dim_v + 2);
 }
 
+namespace {
+void check_args(const AttentionArgs& a) {
+  GRETA_CHECK(a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.n_seqs > 0 && a.page_size > 0 &&
+              a.pages_per_seq > 0 && a.cache_rows > 0 && a.cache_rows < (int64_t(1) << 31));
+}
+}  // namespace
+
 void launch_attention_decode(const LaunchCtx& c, const AttentionArgs& a, float* partials) {
-  GRETA_CHECK(a.n_kv_heads > 0 && a.n_heads % a.n_kv_heads == 0 && a.head_dim_v <= 2 * kDecodeThreads);
+  check_args(a);
+  GRETA_CHECK(a.head_dim_v <= 2 * kDecodeThreads);
   GRETA_CHECK(a.n_tokens < 65536 && a.n_heads < 65536);
   if (a.n_tokens <= 0) return;
-  const int n_splits = attention_splits(a.ctx);
-  const int64_t chunk = (a.ctx + n_splits - 1) / n_splits;
-  const size_t smem = sizeof(float) * size_t(a.head_dim + kDecodeThreads + kDecodeThreads / 32);
+  const int n_splits = attention_splits(a.max_len());
+  const int64_t chunk = (a.max_len() + n_splits - 1) / n_splits;
+  const size_t smem = sizeof(float) * size_t(a.head_dim + kDecodeThreads + kDecodeThreads / 32) +
+                      sizeof(int) * size_t(kDecodeThreads);
   const dim3 grid(unsigned(a.n_heads), unsigned(a.n_tokens), unsigned(n_splits));
-  attention_decode_kernel<<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+  if (a.cache_f16)
+    attention_decode_kernel<half_t><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+  else
+    attention_decode_kernel<float><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
   check_launch("attention_decode");
   attention_combine_kernel<<<dim3(unsigned(a.n_heads), unsigned(a.n_tokens)), kDecodeThreads, 0, stream_of(c)>>>(
       a, n_splits, partials);
@@ -203,22 +252,34 @@ bool attention_prefill_supported(const LaunchCtx& c, const AttentionArgs& a) {
          prefill_smem_bytes(fa::make_dims(int(a.head_dim), int(a.head_dim_v))) <= 48 * 1024;
 }
 
+namespace {
+template <class C>
+void launch_prefill_typed(const LaunchCtx& c, const AttentionArgs& a, dim3 grid, unsigned threads, size_t smem,
+                          int chunks) {
+  if (chunks <= 2)
+    attention_prefill_kernel<2, C><<<grid, threads, smem, stream_of(c)>>>(a);
+  else if (chunks <= 4)
+    attention_prefill_kernel<4, C><<<grid, threads, smem, stream_of(c)>>>(a);
+  else if (chunks <= 8)
+    attention_prefill_kernel<8, C><<<grid, threads, smem, stream_of(c)>>>(a);
+  else
+    attention_prefill_kernel<16, C><<<grid, threads, smem, stream_of(c)>>>(a);
+}
+}  // namespace
+
 void launch_attention_prefill(const LaunchCtx& c, const AttentionArgs& a) {
   GRETA_CHECK(attention_prefill_supported(c, a));
+  check_args(a);
   if (a.n_tokens <= 0) return;
   const fa::Dims d = fa::make_dims(int(a.head_dim), int(a.head_dim_v));
   const size_t smem = prefill_smem_bytes(d);
   const dim3 grid(blocks_for(a.n_tokens, fa::kBQ), unsigned(a.n_heads));
   const unsigned threads = unsigned(c.wave);
   const int chunks = d.dvp / 16;
-  if (chunks <= 2)
-    attention_prefill_kernel<2><<<grid, threads, smem, stream_of(c)>>>(a);
-  else if (chunks <= 4)
-    attention_prefill_kernel<4><<<grid, threads, smem, stream_of(c)>>>(a);
-  else if (chunks <= 8)
-    attention_prefill_kernel<8><<<grid, threads, smem, stream_of(c)>>>(a);
+  if (a.cache_f16)
+    launch_prefill_typed<half_t>(c, a, grid, threads, smem, chunks);
   else
-    attention_prefill_kernel<16><<<grid, threads, smem, stream_of(c)>>>(a);
+    launch_prefill_typed<float>(c, a, grid, threads, smem, chunks);
   check_launch("attention_prefill");
 }
 

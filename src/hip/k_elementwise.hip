@@ -1,5 +1,6 @@
 // Memory-bound kernels of the HIP backend: embedding lookup (any weight type), RMSNorm, bias, SwiGLU, residual add,
-// RoPE, KV-cache write. Each mirrors src/cpu/op_*.cpp; precision notes where they differ:
+// RoPE, KV-cache write (f32 or f16 paged cache), row gather. Each mirrors src/cpu/op_*.cpp; precision notes where
+// they differ:
 //   - RMSNorm sums squares in fp32 (the CPU in fp64): a relative difference of ~1e-7 on the scale.
 //   - RoPE computes angles, cos and sin in fp64 like the CPU (positions times frequencies reach 1e5 rad, where
 //     fp32 angles would be off by ~1e-2).
@@ -91,11 +92,25 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int64_t n_tokens
   *pb = float(a * s + b * c);
 }
 
-__global__ void kv_write_kernel(const float* src, float* cache, const int32_t* positions, int64_t n_tokens,
-                                int64_t width, int64_t ctx) {
+// Grid (width blocks, n_tokens): one thread per element of token t's row, stored at cache row rows[t].
+template <class C>
+__global__ void kv_write_kernel(const float* src, C* cache, const int32_t* rows, int64_t width, int64_t cache_rows) {
   const int64_t t = blockIdx.y, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
-  const int64_t p = positions[t];
-  if (i < width && p >= 0 && p < ctx) cache[p * width + i] = src[t * width + i];
+  const int64_t r = rows[t];
+  if (i >= width || r < 0 || r >= cache_rows) return;
+  const float v = src[t * width + i];
+  if constexpr (sizeof(C) == 2)
+    cache[r * width + i] = to_half(v);  // round to nearest even, as the CPU's fp32_to_fp16
+  else
+    cache[r * width + i] = v;
+}
+
+// Grid (width blocks, n_rows).
+__global__ void gather_rows_kernel(const float* in, const int32_t* rows, float* out, int64_t width, int64_t in_rows) {
+  const int64_t r = blockIdx.y, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= width) return;
+  const int64_t src = rows[r];
+  out[r * width + i] = src >= 0 && src < in_rows ? in[src * width + i] : 0.f;
 }
 
 __global__ void probe_kernel() {}
@@ -154,13 +169,25 @@ void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t
   check_launch("rope");
 }
 
-void launch_kv_write(const LaunchCtx& c, const float* src, float* cache, const int32_t* positions, int64_t n_tokens,
-                     int64_t width, int64_t ctx) {
+void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, bool cache_f16, const int32_t* rows,
+                     int64_t n_tokens, int64_t width, int64_t cache_rows) {
   if (n_tokens <= 0 || width <= 0) return;
   GRETA_CHECK(n_tokens < 65536, "kv_write of ", n_tokens, " tokens");
   const dim3 grid(blocks_for(width, kThreads), unsigned(n_tokens));
-  kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, cache, positions, n_tokens, width, ctx);
+  if (cache_f16)
+    kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<half_t*>(cache), rows, width, cache_rows);
+  else
+    kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<float*>(cache), rows, width, cache_rows);
   check_launch("kv_write");
+}
+
+void launch_gather_rows(const LaunchCtx& c, const float* in, const int32_t* rows, float* out, int64_t n_rows,
+                        int64_t width, int64_t in_rows) {
+  if (n_rows <= 0 || width <= 0) return;
+  GRETA_CHECK(n_rows < 65536, "gather of ", n_rows, " rows");
+  const dim3 grid(blocks_for(width, kThreads), unsigned(n_rows));
+  gather_rows_kernel<<<grid, kThreads, 0, stream_of(c)>>>(in, rows, out, width, in_rows);
+  check_launch("gather_rows");
 }
 
 void launch_probe(const LaunchCtx& c) {

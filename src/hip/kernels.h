@@ -34,9 +34,13 @@ void launch_add(const LaunchCtx& c, float* x, const float* y, int64_t n);
 void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
                  int64_t head_dim, int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
                  const float* freq_factors);
-// cache[positions[t], :] = src[t, :] (positions outside [0, ctx) are skipped).
-void launch_kv_write(const LaunchCtx& c, const float* src, float* cache, const int32_t* positions, int64_t n_tokens,
-                     int64_t width, int64_t ctx);
+// cache[rows[t], :] = src[t, :], converted to the cache's element type (fp16: round to nearest even). Rows outside
+// [0, cache_rows) are skipped (the engine rejects them before).
+void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, bool cache_f16, const int32_t* rows,
+                     int64_t n_tokens, int64_t width, int64_t cache_rows);
+// out[r, :] = in[rows[r], :] for r < n_rows; rows outside [0, in_rows) give zeros. in and out must not overlap.
+void launch_gather_rows(const LaunchCtx& c, const float* in, const int32_t* rows, float* out, int64_t n_rows,
+                        int64_t width, int64_t in_rows);
 
 // Decode matmul (fp32, weights decoded in registers): out[t, r] = dot(w row r, in[t, :]) for t < n_tokens.
 // Any n_tokens; tokens are processed kMatvecTokens at a time per pass over the weights.
@@ -48,19 +52,33 @@ void launch_matvec(const LaunchCtx& c, const DeviceWeight& w, const float* in, f
 void launch_gemm(const LaunchCtx& c, const DeviceWeight& w, const float* in, float* out, int64_t n_tokens,
                  void* a_half, float* inv_scale);
 
+// Causal attention over the paged KV cache (engine::AttentionOp): token t of page-table row s = seq[t] at position
+// p = positions[t] attends to keys j = 0..p of its sequence, key j at cache row
+//   page_table[s * pages_per_seq + j / page_size] * page_size + j % page_size.
+// The caches are fp32 or fp16 (cache_f16; both K and V of a layer have the same type). Positions are clamped to
+// [0, max_len()), sequence rows to [0, n_seqs) and cache rows outside [0, cache_rows) read as zero keys, so a bad step
+// input gives wrong numbers, never an out-of-bounds access (the engine validates the step before).
 struct AttentionArgs {
-  const float* q;            // [n_tokens, n_heads, head_dim]
-  const float* k_cache;      // [ctx, n_kv_heads, head_dim]
-  const float* v_cache;      // [ctx, n_kv_heads, head_dim_v]
-  const int32_t* positions;  // [n_tokens]
-  float* out;                // [n_tokens, n_heads, head_dim_v]
-  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v, ctx;
+  const float* q;             // [n_tokens, n_heads, head_dim]
+  const void* k_cache;        // [cache_rows, n_kv_heads, head_dim] f32 or f16
+  const void* v_cache;        // [cache_rows, n_kv_heads, head_dim_v] f32 or f16
+  const int32_t* positions;   // [n_tokens]
+  const int32_t* seq;         // [n_tokens] page-table row of each token
+  const int32_t* page_table;  // [n_seqs, pages_per_seq]
+  float* out;                 // [n_tokens, n_heads, head_dim_v]
+  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+  int64_t n_seqs, page_size, pages_per_seq, cache_rows;
   float scale;
+  bool cache_f16;
+  // The longest key range a token can have: every split-K grid is sized by it (a plan constant, so captured graphs
+  // stay valid whatever the step's positions).
+  GRETA_HD int64_t max_len() const { return page_size * pages_per_seq; }
 };
 // Scratch floats the split-K decode attention needs for n_splits splits.
 int64_t attention_partials_elems(const AttentionArgs& a, int n_splits);
-int attention_splits(int64_t ctx);
-// fp32 attention (decode; any shape): `partials` holds attention_partials_elems(a, attention_splits(ctx)) floats.
+int attention_splits(int64_t max_len);
+// fp32 attention (decode; any shape): `partials` holds attention_partials_elems(a, attention_splits(a.max_len()))
+// floats.
 void launch_attention_decode(const LaunchCtx& c, const AttentionArgs& a, float* partials);
 // Flash attention on matrix cores (prefill); head_dim and head_dim_v <= 256.
 bool attention_prefill_supported(const LaunchCtx& c, const AttentionArgs& a);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "cpu/ops.h"
 #include "cpu/thread_pool.h"
 #include "model/quants.h"
@@ -280,61 +281,89 @@ TEST_CASE("rope: the dot product of two rotated vectors depends only on their di
   }
 }
 
-TEST_CASE("kv_write places rows at their positions and nothing else") {
-  const int64_t width = 6, ctx = 10;
+TEST_CASE("kv_write places rows at their cache rows and nothing else, f32 and f16") {
+  const int64_t width = 6, rows = 10;
   const auto src = random_floats(size_t(3 * width), 81);
-  std::vector<float> cache = random_floats(size_t(ctx * width), 82);
+  std::vector<float> cache = random_floats(size_t(rows * width), 82);
   const std::vector<float> before = cache;
-  const std::vector<int32_t> positions = {4, 5, 9};
-  kv_write(src.data(), cache.data(), positions.data(), 3, width, ctx);
-  for (int64_t p = 0; p < ctx; ++p)
+  const std::vector<int32_t> targets = {4, 9, 5};
+  kv_write(src.data(), CacheView{cache.data(), false, rows}, targets.data(), 3, width);
+  std::vector<uint16_t> half(size_t(rows * width), 0x3c00);  // 1.0
+  kv_write(src.data(), CacheView{half.data(), true, rows}, targets.data(), 3, width);
+  for (int64_t p = 0; p < rows; ++p)
     for (int64_t i = 0; i < width; ++i) {
-      const int64_t t = p == 4 ? 0 : p == 5 ? 1 : p == 9 ? 2 : -1;
+      const int64_t t = p == 4 ? 0 : p == 9 ? 1 : p == 5 ? 2 : -1;
       CHECK(cache[size_t(p * width + i)] == (t >= 0 ? src[size_t(t * width + i)] : before[size_t(p * width + i)]));
+      CHECK(half[size_t(p * width + i)] == (t >= 0 ? fp32_to_fp16(src[size_t(t * width + i)]) : uint16_t(0x3c00)));
     }
   const int32_t outside[] = {10};
-  CHECK_THROWS_AS(kv_write(src.data(), cache.data(), outside, 1, width, ctx), Error);
+  CHECK_THROWS_AS(kv_write(src.data(), CacheView{cache.data(), false, rows}, outside, 1, width), Error);
 }
 
-TEST_CASE("attention vs masked-softmax reference: GQA, MQA, MHA, prefill at an offset") {
+TEST_CASE("paged attention vs masked-softmax reference: two sequences, GQA, MQA, MHA, f32 and f16 caches") {
   struct Case {
     int64_t n_heads, n_kv_heads, head_dim, head_dim_v;
   };
-  for (const Case& c : {Case{6, 2, 5, 7}, Case{4, 1, 8, 8}, Case{3, 3, 9, 4}}) {
-    CAPTURE(c.n_heads);
-    CAPTURE(c.n_kv_heads);
-    const int64_t ctx = 11, n_tokens = 4;
-    const std::vector<int32_t> positions = {3, 4, 5, 6};  // 3 earlier tokens already in the cache
-    const auto q = random_floats(size_t(n_tokens * c.n_heads * c.head_dim), 91, -2.f, 2.f);
-    const auto kc = random_floats(size_t(ctx * c.n_kv_heads * c.head_dim), 92, -2.f, 2.f);
-    const auto vc = random_floats(size_t(ctx * c.n_kv_heads * c.head_dim_v), 93);
-    const float scale = float(1 / std::sqrt(double(c.head_dim)));
-    const auto out = run_all_thread_counts([&](ThreadPool& pool) {
-      std::vector<float> o(static_cast<size_t>(n_tokens * c.n_heads * c.head_dim_v));
-      attention(pool, {q.data(), kc.data(), vc.data(), positions.data(), o.data(), n_tokens, c.n_heads, c.n_kv_heads,
-                       c.head_dim, c.head_dim_v, ctx, scale});
-      return o;
-    });
-    // Reference: scores over the whole cache with a causal mask of -inf, softmax, weighted sum.
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int64_t h = 0; h < c.n_heads; ++h) {
-        const int64_t g = h * c.n_kv_heads / c.n_heads;  // heads share KV heads in contiguous groups
-        std::vector<double> s(static_cast<size_t>(ctx));
-        double mx = -INFINITY;
-        for (int64_t j = 0; j < ctx; ++j) {
-          double d = 0;
-          for (int64_t i = 0; i < c.head_dim; ++i)
-            d += double(q[size_t((t * c.n_heads + h) * c.head_dim + i)]) * kc[size_t((j * c.n_kv_heads + g) * c.head_dim + i)];
-          s[size_t(j)] = j <= positions[size_t(t)] ? d * scale : -INFINITY;
-          mx = std::max(mx, s[size_t(j)]);
+  // Pages of 2 positions in a pool of 6; two sequences on scrambled pages: tokens 0, 1 of sequence 0 at positions
+  // 3, 4 and tokens 2, 3 of sequence 1 at positions 2, 3 (earlier positions already in the cache).
+  const int64_t page = 2, pps = 6, rows = 12, ctx = pps * page, n_tokens = 4;
+  const std::vector<int32_t> positions = {3, 4, 2, 3}, seq = {0, 0, 1, 1};
+  const std::vector<int32_t> table = {3, 0, 5, 1, 4, 2, /* sequence 1 */ 2, 4, 1, 5, 0, 3};
+  for (bool f16 : {false, true})
+    for (const Case& c : {Case{6, 2, 5, 7}, Case{4, 1, 8, 8}, Case{3, 3, 9, 4}}) {
+      CAPTURE(f16);
+      CAPTURE(c.n_heads);
+      CAPTURE(c.n_kv_heads);
+      const auto q = random_floats(size_t(n_tokens * c.n_heads * c.head_dim), 91, -2.f, 2.f);
+      auto kc = random_floats(size_t(rows * c.n_kv_heads * c.head_dim), 92, -2.f, 2.f);
+      auto vc = random_floats(size_t(rows * c.n_kv_heads * c.head_dim_v), 93);
+      std::vector<uint16_t> kh(kc.size()), vh(vc.size());
+      for (size_t i = 0; i < kc.size(); ++i) kh[i] = fp32_to_fp16(kc[i]), kc[i] = f16 ? fp16_to_fp32(kh[i]) : kc[i];
+      for (size_t i = 0; i < vc.size(); ++i) vh[i] = fp32_to_fp16(vc[i]), vc[i] = f16 ? fp16_to_fp32(vh[i]) : vc[i];
+      const float scale = float(1 / std::sqrt(double(c.head_dim)));
+      const auto out = run_all_thread_counts([&](ThreadPool& pool) {
+        std::vector<float> o(static_cast<size_t>(n_tokens * c.n_heads * c.head_dim_v));
+        const CacheView k = f16 ? CacheView{kh.data(), true, rows} : CacheView{kc.data(), false, rows};
+        const CacheView v = f16 ? CacheView{vh.data(), true, rows} : CacheView{vc.data(), false, rows};
+        attention(pool, {q.data(), k, v, positions.data(), seq.data(), table.data(), o.data(), n_tokens, c.n_heads,
+                         c.n_kv_heads, c.head_dim, c.head_dim_v, 2, page, pps, scale});
+        return o;
+      });
+      // Reference: scores over the sequence's whole context with a causal mask of -inf, softmax, weighted sum.
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t h = 0; h < c.n_heads; ++h) {
+          const int64_t g = h * c.n_kv_heads / c.n_heads;  // heads share KV heads in contiguous groups
+          const auto row = [&](int64_t j) { return table[size_t(seq[size_t(t)] * pps + j / page)] * page + j % page; };
+          std::vector<double> s(static_cast<size_t>(ctx));
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < ctx; ++j) {
+            double d = 0;
+            for (int64_t i = 0; i < c.head_dim; ++i)
+              d += double(q[size_t((t * c.n_heads + h) * c.head_dim + i)]) *
+                   kc[size_t((row(j) * c.n_kv_heads + g) * c.head_dim + i)];
+            s[size_t(j)] = j <= positions[size_t(t)] ? d * scale : -INFINITY;
+            mx = std::max(mx, s[size_t(j)]);
+          }
+          double z = 0;
+          for (auto& v : s) z += (v = std::exp(v - mx));
+          for (int64_t i = 0; i < c.head_dim_v; ++i) {
+            double ref = 0;
+            for (int64_t j = 0; j < ctx; ++j)
+              ref += s[size_t(j)] / z * vc[size_t((row(j) * c.n_kv_heads + g) * c.head_dim_v + i)];
+            REQUIRE(std::fabs(out[size_t((t * c.n_heads + h) * c.head_dim_v + i)] - ref) < 1e-6);
+          }
         }
-        double z = 0;
-        for (auto& v : s) z += (v = std::exp(v - mx));
-        for (int64_t i = 0; i < c.head_dim_v; ++i) {
-          double ref = 0;
-          for (int64_t j = 0; j < ctx; ++j) ref += s[size_t(j)] / z * vc[size_t((j * c.n_kv_heads + g) * c.head_dim_v + i)];
-          REQUIRE(std::fabs(out[size_t((t * c.n_heads + h) * c.head_dim_v + i)] - ref) < 1e-6);
-        }
-      }
-  }
+    }
+}
+
+TEST_CASE("gather_rows copies the listed rows and refuses rows outside the input") {
+  const int64_t width = 5;
+  const auto in = random_floats(size_t(4 * width), 94);
+  const std::vector<int32_t> rows = {3, 0, 3};
+  std::vector<float> out(size_t(3 * width));
+  gather_rows(in.data(), rows.data(), out.data(), 3, width, 4);
+  for (int64_t r = 0; r < 3; ++r)
+    for (int64_t i = 0; i < width; ++i) CHECK(out[size_t(r * width + i)] == in[size_t(rows[size_t(r)] * width + i)]);
+  const int32_t outside[] = {4};
+  CHECK_THROWS_AS(gather_rows(in.data(), outside, out.data(), 1, width, 4), Error);
 }

@@ -23,6 +23,7 @@
 
 #include <cmath>
 #include <memory>
+#include <map>
 #include <set>
 
 #include "core/error.h"
@@ -66,6 +67,31 @@ TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logi
     CHECK(r.greedy_ok);
   }
   CHECK(models.size() >= 22);
+}
+
+TEST_CASE("golden: both prompts of every model as concurrent sequences beside six others, f32 and f16 KV") {
+  std::map<std::string, std::vector<test::GoldenCase>> by_model;
+  for (const std::string& file : test::golden_json_files()) {
+    test::GoldenCase g = test::load_golden(file);
+    by_model[g.model_path].push_back(std::move(g));
+  }
+  REQUIRE(by_model.size() >= 22);
+  for (const auto& [model, cases] : by_model)
+    for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16}) {
+      const std::vector<GoldenResult> results = test::run_golden_batched(cases, cpu_backend(), kv);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const GoldenResult& r = results[i];
+        CAPTURE(cases[i].name);
+        const std::string kv_name = engine::elem_type_name(kv);
+        CAPTURE(kv_name);
+        MESSAGE(cases[i].name, " batched, ", kv_name, " KV: worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
+                "), greedy ", r.greedy_compared, "/", cases[i].greedy_tokens.size());
+        CHECK(r.tokenization_ok);
+        CHECK(r.worst_row_nmse <= r.limit);
+        CHECK(r.overall_nmse <= r.limit);
+        CHECK(r.greedy_ok);
+      }
+    }
 }
 
 TEST_CASE("golden: the comparison catches a swapped rope pairing and a KV-cache off-by-one") {

@@ -81,6 +81,11 @@ inline CheckedCase rope_case(model::RopePairing pairing, int64_t head_dim, bool 
 
 struct AttentionShape {
   int64_t n_tokens, start_pos, heads, kv_heads, head_dim;
+  // Sequences sharing the step: n_tokens split among them (the first gets the remainder), sequence i starting at
+  // start_pos + 37 * i (mod the context), on scrambled pages; 1: one sequence on pages 1, 2, ...
+  int64_t n_seqs = 1;
+  engine::ElemType kv_type = engine::ElemType::F32;
+  int64_t padding = 0;  // padding tokens after the sequences' (at most n_tokens - n_seqs)
 };
 
 struct AttentionCase {
@@ -88,23 +93,33 @@ struct AttentionCase {
   engine::BufferId out, k_cache;
 };
 
-// This step's K and V written into a 512-row cache that holds random rows everywhere (as earlier steps left it; only
-// rows <= each position may be read), then causal attention of the step's queries over it.
+// This step's K and V written into a paged cache that holds random rows everywhere (as earlier steps left it; only
+// each sequence's rows <= its position may be read), then causal attention of the step's queries over it.
 inline AttentionCase attention_case(const AttentionShape& s, uint32_t& seed) {
   const int64_t ctx = 512, kv_width = s.kv_heads * s.head_dim;
-  engine::OpCase c(s.n_tokens, ctx);
+  const bool multi = s.n_seqs > 1 || s.padding > 0;
+  engine::OpCase c(s.n_tokens, ctx, multi ? s.n_seqs + 1 : 1);
   c.start_pos = s.start_pos;
+  if (multi) {
+    const int64_t real = s.n_tokens - s.padding;
+    std::vector<int64_t> lens(size_t(s.n_seqs), real / s.n_seqs), starts;
+    lens[0] += real % s.n_seqs;
+    for (int64_t i = 0; i < s.n_seqs; ++i) starts.push_back(std::min((s.start_pos + 37 * i) % ctx, ctx - lens[size_t(i)]));
+    c.sequences(lens, starts, seed++);
+  }
+  const int64_t rows = c.plan.shape.kv.cache_rows();
   const engine::BufferId q = c.input("q", s.n_tokens * s.heads * s.head_dim, seed++);
   const engine::BufferId k = c.input("k", s.n_tokens * kv_width, seed++);
   const engine::BufferId v = c.input("v", s.n_tokens * kv_width, seed++);
-  const engine::BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
-  const engine::BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
+  const engine::BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, s.kv_type);
+  const engine::BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, s.kv_type);
   const engine::BufferId out = c.output("attn", s.n_tokens * s.heads * s.head_dim);
-  const auto positions = c.plan.positions;
-  c.add("k write", engine::KvWriteOp{k, k_cache, positions, s.n_tokens, kv_width, ctx});
-  c.add("v write", engine::KvWriteOp{v, v_cache, positions, s.n_tokens, kv_width, ctx});
-  c.add("attention", engine::AttentionOp{q, k_cache, v_cache, positions, out, s.n_tokens, s.heads, s.kv_heads,
-                                         s.head_dim, s.head_dim, ctx, 1.f / std::sqrt(float(s.head_dim))});
+  const engine::KvLayout& kv = c.plan.shape.kv;
+  c.add("k write", engine::KvWriteOp{k, k_cache, c.kv_rows, s.n_tokens, kv_width, rows});
+  c.add("v write", engine::KvWriteOp{v, v_cache, c.kv_rows, s.n_tokens, kv_width, rows});
+  c.add("attention", engine::AttentionOp{q, k_cache, v_cache, c.plan.positions, c.seq, c.page_table, out, s.n_tokens,
+                                         s.heads, s.kv_heads, s.head_dim, s.head_dim, c.plan.shape.n_seqs,
+                                         kv.page_size, kv.pages_per_seq, rows, 1.f / std::sqrt(float(s.head_dim))});
   return {std::move(c), out, k_cache};
 }
 
@@ -191,7 +206,7 @@ struct RopeKvCase {
 // A decode step's rope_q, rope_k, k_cache and (with `v_write`) v_cache: n tokens at positions 3000.., 6 query heads
 // over 2 KV heads, rope base 5e5, freq_scale 0.5; partial: half of each head rotated. The caches start random.
 inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t head_dim, bool partial, bool factors,
-                               bool v_write, uint32_t& seed) {
+                               bool v_write, uint32_t& seed, engine::ElemType kv_type = engine::ElemType::F32) {
   const int64_t heads = 6, kv_heads = 2, ctx = 3100, rope_dims = partial ? head_dim / 2 : head_dim;
   const int64_t kv_width = kv_heads * head_dim;
   engine::OpCase c(n, ctx);
@@ -199,15 +214,16 @@ inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t he
   const engine::BufferId q = c.input("q", n * heads * head_dim, seed++);
   const engine::BufferId k = c.input("k", n * kv_width, seed++);
   const engine::BufferId v = c.input("v", n * kv_width, seed++);
-  const engine::BufferId k_cache = c.input("k_cache", ctx * kv_width, seed++);
-  const engine::BufferId v_cache = c.input("v_cache", ctx * kv_width, seed++);
+  const int64_t rows = c.plan.shape.kv.cache_rows();
+  const engine::BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, kv_type);
+  const engine::BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, kv_type);
   const engine::WeightId ff =
       factors ? c.weight("rope_freqs", model::GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f) : engine::kNoWeight;
   const auto pos = c.plan.positions;
   c.add("rope_q", engine::RopeOp{q, pos, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
   c.add("rope_k", engine::RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
-  c.add("k_cache", engine::KvWriteOp{k, k_cache, pos, n, kv_width, ctx});
-  if (v_write) c.add("v_cache", engine::KvWriteOp{v, v_cache, pos, n, kv_width, ctx});
+  c.add("k_cache", engine::KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
+  if (v_write) c.add("v_cache", engine::KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
   return {std::move(c), q, k, k_cache, v_cache};
 }
 

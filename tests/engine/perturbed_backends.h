@@ -24,8 +24,8 @@ public:
   }
 };
 
-// Writes each token's K and V one cache row too far (position + 1): attention then reads a stale or empty row at
-// its own position, the classic KV-cache off-by-one.
+// Writes each token's K and V one cache row too far (row + 1): attention then reads a stale or empty row at its own
+// position, the classic KV-cache off-by-one.
 class KvOffByOneBackend : public cpu::CpuBackend {
 public:
   using cpu::CpuBackend::CpuBackend;
@@ -34,10 +34,12 @@ public:
 protected:
   void run_op(cpu::CpuPlan& plan, const engine::PlanOp& op) override {
     if (const auto* kv = std::get_if<engine::KvWriteOp>(&op.op)) {
-      const int32_t* pos = i32(plan, kv->positions);
-      std::vector<int32_t> shifted(pos, pos + kv->n_tokens);
-      for (auto& p : shifted) p = std::min<int32_t>(p + 1, int32_t(kv->ctx - 1));
-      cpu::kv_write(f32(plan, kv->src), f32(plan, kv->cache), shifted.data(), kv->n_tokens, kv->width, kv->ctx);
+      const int32_t* rows = i32(plan, kv->rows);
+      std::vector<int32_t> shifted(rows, rows + kv->n_tokens);
+      for (auto& r : shifted) r = std::min<int32_t>(r + 1, int32_t(kv->cache_rows - 1));
+      cpu::CacheView c = cache(plan, kv->cache);
+      c.rows = kv->cache_rows;
+      cpu::kv_write(f32(plan, kv->src), c, shifted.data(), kv->n_tokens, kv->width);
       return;
     }
     cpu::CpuBackend::run_op(plan, op);
@@ -56,9 +58,10 @@ protected:
   void run_op(cpu::CpuPlan& plan, const engine::PlanOp& op) override {
     cpu::CpuBackend::run_op(plan, op);
     if (op.label != label_) return;
-    const engine::BufferRegion r = engine::written_region(op, engine::StepInput{});
-    float* x = f32(plan, r.buffer) + r.offset;
-    for (int64_t i = 0; i < r.count; ++i) x[i] *= 1.f + noise_ * (float((i * 7919) % 17) / 8.f - 1.f);
+    const engine::BufferId b = engine::written_buffer(op);
+    float* x = f32(plan, b);
+    const int64_t count = plan.plan().buffers[size_t(b)].elems;
+    for (int64_t i = 0; i < count; ++i) x[i] *= 1.f + noise_ * (float((i * 7919) % 17) / 8.f - 1.f);
   }
 
 private:

@@ -44,7 +44,7 @@ TEST_CASE("verify: the CPU backend with 1 and 3 threads agrees exactly on every 
     CHECK_MESSAGE(report.ok(), report.summary());
     CHECK(report.worst_nmse == 0.0);
     // One prefill step plus two decode steps, every op checked.
-    const size_t ops_per_step = build_plan(m.config, m.weights, {1, 16, false}).ops.size();
+    const size_t ops_per_step = build_plan(m.config, m.weights, PlanShape::single(1, 16, false)).ops.size();
     CHECK(report.checks.size() == 3 * ops_per_step);
     CHECK(report.summary().find("verify OK") == 0);
   }

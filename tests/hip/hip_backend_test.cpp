@@ -227,65 +227,182 @@ TEST_CASE("hip rope: both pairings, partial rotary dims, frequency factors, larg
         }
 }
 
+namespace {
+
+// Runs one attention case against the CPU: attention with the kernel the backend picks, and the KV write exactly.
+void check_attention(const test::AttentionShape& s, uint32_t& seed) {
+  CAPTURE(s.n_tokens);
+  CAPTURE(s.start_pos);
+  CAPTURE(s.heads);
+  CAPTURE(s.kv_heads);
+  CAPTURE(s.head_dim);
+  CAPTURE(s.n_seqs);
+  CAPTURE(s.padding);
+  const bool f16 = s.kv_type == ElemType::F16;
+  CAPTURE(f16);
+  auto [c, out, k_cache] = test::attention_case(s, seed);
+  const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
+  const std::string shape = cat(s.n_tokens, " tokens at ", s.start_pos, " in ", s.n_seqs, " sequence(s)",
+                                s.padding ? cat(" + ", s.padding, " padding") : std::string(), ", ", s.heads, "/",
+                                s.kv_heads, " heads of ", s.head_dim, f16 ? ", f16 cache" : ", f32 cache");
+  // An f16 cache holds the same rounded values on both sides (write() and the KV write round to nearest even), so
+  // the limits stay those of the f32 kernels.
+  compare(c, out, flash ? kMatrixCore : kF32, cat("attention ", shape, flash ? " flash" : " split-K"));
+  compare(c, k_cache, kExact, cat("kv write ", shape));
+}
+
+}  // namespace
+
 TEST_CASE("hip kv write + attention: prefill and decode, GQA and MQA, head dims 40..256") {
   HIP_DEVICE_OR_SKIP();
   using Shape = test::AttentionShape;
   // Decode (1 token), small batches (split-K fp32 kernel) and prefill >= 16 tokens (flash attention on matrix
   // cores): partial 16-query tiles, a start past 0 (rows cached by earlier steps), head dims 64/128/256 and odd ones.
+  // One sequence on pages 1, 2, ... (page_size 32), f32 cache.
   const Shape shapes[] = {{7, 0, 8, 2, 64},    {1, 90, 8, 2, 64},   {33, 40, 4, 1, 128}, {1, 200, 4, 4, 40},
                           {70, 3, 2, 1, 256},  {1, 511, 6, 3, 96},  {16, 0, 4, 2, 64},   {64, 0, 8, 8, 128},
                           {50, 300, 4, 2, 80}, {17, 100, 6, 1, 48}, {1, 0, 2, 1, 64},    {100, 400, 4, 4, 64}};
   uint32_t seed = 600;
-  for (const Shape& s : shapes) {
-    CAPTURE(s.n_tokens);
-    CAPTURE(s.start_pos);
-    CAPTURE(s.heads);
-    CAPTURE(s.kv_heads);
-    CAPTURE(s.head_dim);
-    auto [c, out, k_cache] = test::attention_case(s, seed);
-    const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
-    const std::string shape = cat(s.n_tokens, " tokens at ", s.start_pos, ", ", s.heads, "/", s.kv_heads,
-                                  " heads of ", s.head_dim);
-    compare(c, out, flash ? kMatrixCore : kF32, cat("attention ", shape, flash ? " flash" : " split-K"));
-    compare(c, k_cache, kExact, cat("kv write ", shape));
+  for (const Shape& s : shapes) check_attention(s, seed);
+}
+
+TEST_CASE("hip attention over a paged cache: several sequences per step, padding, f16 caches") {
+  HIP_DEVICE_OR_SKIP();
+  using Shape = test::AttentionShape;
+  const ElemType f32 = ElemType::F32, f16 = ElemType::F16;
+  // Sequences on scrambled pages (test::attention_case): sequence i starts at start + 37 i, the first takes the
+  // remainder of the tokens. Flash attention (>= 16 tokens) then has 16-row query tiles that span sequences.
+  const Shape shapes[] = {
+      {40, 10, 4, 2, 64, 3, f32, 0},     // prefill chunks of 3 sequences: tiles span sequence boundaries
+      {45, 200, 8, 2, 128, 5, f32, 0},   // 5 chunks of 9 tokens: up to 3 sequences in one tile
+      {24, 100, 8, 2, 128, 24, f32, 0},  // decode of 24 one-token sequences in one step (flash: 16 one-row runs)
+      {6, 50, 4, 1, 64, 6, f32, 0},      // decode of 6 one-token sequences (split-K)
+      {19, 3, 4, 2, 64, 16, f32, 0},     // a prefill chunk of 4 and 15 decode tokens of other sequences mixed
+      {37, 5, 4, 2, 64, 2, f32, 5},      // two chunks, 5 padding tokens at the end (page-table row of the sink)
+      {9, 20, 4, 2, 64, 2, f32, 3},      // split-K with padding
+      {1, 200, 8, 2, 64, 1, f16, 0},     // f16 caches: decode,
+      {7, 0, 6, 3, 96, 1, f16, 0},       //   a small batch,
+      {50, 300, 4, 2, 80, 1, f16, 0},    //   prefill (flash),
+      {33, 7, 4, 2, 128, 4, f16, 3},     //   several sequences and padding (flash),
+      {8, 400, 4, 1, 64, 8, f16, 0},     //   8 decode sequences (split-K)
+  };
+  uint32_t seed = 650;
+  for (const Shape& s : shapes) check_attention(s, seed);
+}
+
+TEST_CASE("hip gather rows: logit rows in any order, repeated") {
+  HIP_DEVICE_OR_SKIP();
+  for (int64_t width : {int64_t(7), int64_t(1000)}) {
+    CAPTURE(width);
+    const int64_t n = 9;
+    const std::vector<int32_t> rows = {8, 0, 5, 5};
+    OpCase c(n, 16);
+    const BufferId in = c.input("x", n * width, 900);
+    const BufferId logit_rows = c.plan.add_buffer("logit_rows", ElemType::I32, BufferRole::LogitRows,
+                                                  int64_t(rows.size()));
+    const BufferId out = c.output("y", int64_t(rows.size()) * width);
+    c.add("logit_rows", GatherRowsOp{in, logit_rows, out, int64_t(rows.size()), width});
+    StepArrays step = single_sequence_step(c.plan, c.tokens, 0);
+    step.logit_rows = rows;
+    c.step = std::move(step);
+    compare(c, out, kExact, cat("gather ", rows.size(), " rows of ", width));
   }
 }
 
-TEST_CASE("hip decode steps replayed from one captured graph: positions move, results follow") {
+TEST_CASE("hip persistent buffers: a larger declaration keeps the contents and zeros the rest") {
   HIP_DEVICE_OR_SKIP();
-  // One decode plan (kv write + attention + matmul), executed at several positions on one prepared plan: the
-  // first execute captures the graph, later ones replay it with new positions and inputs.
+  for (ElemType type : {ElemType::F32, ElemType::F16}) {
+    CAPTURE(int(type));
+    const int64_t width = 8, small_rows = 4, large_rows = 10;
+    auto hip = hip_backend();
+    hip->load_weights({});
+    // Values exact in f16: multiples of 1/8 in [-4, 4].
+    std::vector<float> first(size_t(small_rows * width));
+    for (size_t i = 0; i < first.size(); ++i) first[i] = float(int(i % 64) - 32) / 8.f;
+    Plan small;
+    const BufferId small_kv = small.add_buffer("blk.0.k_cache", type, BufferRole::Persistent, small_rows * width);
+    auto small_prepared = hip->prepare(small);
+    hip->write(*small_prepared, small_kv, 0, first);
+    Plan large;
+    const BufferId kv = large.add_buffer("blk.0.k_cache", type, BufferRole::Persistent, large_rows * width);
+    const BufferId src = large.add_buffer("k", ElemType::F32, BufferRole::Scratch, 2 * width);
+    const BufferId rows = large.add_buffer("kv_rows", ElemType::I32, BufferRole::KvRows, 2);
+    large.ops.push_back({"k write", 0, KvWriteOp{src, kv, rows, 2, width, large_rows}});
+    auto prepared = hip->prepare(large);
+    // A plan prepared before the pool grew must not run again (the engine drops them): the backend refuses it.
+    CHECK_THROWS_AS(hip->execute(*small_prepared, StepInput{}), Error);
+    small_prepared.reset();
+    std::vector<float> all(size_t(large_rows * width));
+    hip->read(*prepared, kv, 0, all);
+    for (size_t i = 0; i < all.size(); ++i)
+      REQUIRE_MESSAGE(all[i] == (i < first.size() ? first[i] : 0.f), "element ", i);
+    // The enlarged buffer is the one the plan's ops use: write rows 9 and 2 through the plan.
+    std::vector<float> k(size_t(2 * width));
+    for (size_t i = 0; i < k.size(); ++i) k[i] = 0.5f + float(i);
+    hip->write(*prepared, src, 0, k);
+    StepArrays step;
+    step.kv_rows = {9, 2};
+    hip->execute(*prepared, step.view());
+    hip->read(*prepared, kv, 0, all);
+    for (int64_t i = 0; i < width; ++i) {
+      CHECK(all[size_t(9 * width + i)] == k[size_t(i)]);
+      CHECK(all[size_t(2 * width + i)] == k[size_t(width + i)]);
+      CHECK(all[size_t(1 * width + i)] == first[size_t(width + i)]);
+    }
+  }
+}
+
+TEST_CASE("hip decode steps replayed from one captured graph: positions and page tables move, results follow") {
+  HIP_DEVICE_OR_SKIP();
+  // Decode plans (kv write + attention + matmul), executed at several positions on one prepared plan: the first
+  // execute captures the graph, later ones replay it with new positions, KV rows, page tables and inputs. One
+  // sequence (f32 cache), then 3 sequences and a padding token on pages scrambled anew every step (f16 cache).
   const int64_t ctx = 300, heads = 4, kv_heads = 2, head_dim = 64, kv_width = kv_heads * head_dim;
-  OpCase c(1, ctx);
-  const BufferId q = c.input("q", heads * head_dim, 1);
-  const BufferId k = c.input("k", kv_width, 2);
-  const BufferId v = c.input("v", kv_width, 3);
-  const BufferId k_cache = c.input("k_cache", ctx * kv_width, 4);
-  const BufferId v_cache = c.input("v_cache", ctx * kv_width, 5);
-  const BufferId attn = c.output("attn", heads * head_dim);
-  const BufferId out = c.output("out", 96);
-  const WeightId w = c.weight("w", GgmlType::Q4_K, 96, heads * head_dim, 6);
-  c.add("k write", KvWriteOp{k, k_cache, c.plan.positions, 1, kv_width, ctx});
-  c.add("v write", KvWriteOp{v, v_cache, c.plan.positions, 1, kv_width, ctx});
-  c.add("attention", AttentionOp{q, k_cache, v_cache, c.plan.positions, attn, 1, heads, kv_heads, head_dim, head_dim,
-                                 ctx, 0.125f});
-  c.add("matmul", MatMulOp{attn, out, w, 1, heads * head_dim, 96});
-  auto cpu = cpu_backend();
-  auto hip = hip_backend();
-  auto cpu_plan = c.load_and_prepare(*cpu);
-  auto hip_plan = c.load_and_prepare(*hip);
-  std::mt19937 rng(7);
-  for (int64_t pos : {int64_t(0), int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(299)}) {
-    CAPTURE(pos);
-    c.start_pos = pos;
-    for (auto& [id, values] : c.inputs)
-      if (id == q || id == k || id == v)
-        for (auto& x : values) x = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
-    c.run(*cpu, *cpu_plan);
-    c.run(*hip, *hip_plan);
-    const auto want = c.read(*cpu, *cpu_plan, out), got = c.read(*hip, *hip_plan, out);
-    const double e = test::nmse(got.data(), want.data(), got.size());
-    CHECK_MESSAGE(e <= kF32, "graph replay at position ", pos, ": NMSE ", e);
+  for (int64_t n_seqs : {int64_t(1), int64_t(3)}) {
+    CAPTURE(n_seqs);
+    const int64_t n = n_seqs == 1 ? 1 : n_seqs + 1;
+    const ElemType kv_type = n_seqs == 1 ? ElemType::F32 : ElemType::F16;
+    OpCase c(n, ctx, n_seqs == 1 ? 1 : n_seqs + 1);
+    const KvLayout& kv = c.plan.shape.kv;
+    const int64_t rows = kv.cache_rows();
+    const BufferId q = c.input("q", n * heads * head_dim, 1);
+    const BufferId k = c.input("k", n * kv_width, 2);
+    const BufferId v = c.input("v", n * kv_width, 3);
+    const BufferId k_cache = c.input("k_cache", rows * kv_width, 4, 1.f, kv_type);
+    const BufferId v_cache = c.input("v_cache", rows * kv_width, 5, 1.f, kv_type);
+    const BufferId attn = c.output("attn", n * heads * head_dim);
+    const BufferId out = c.output("out", n * 96);
+    const WeightId w = c.weight("w", GgmlType::Q4_K, 96, heads * head_dim, 6);
+    c.add("k write", KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
+    c.add("v write", KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
+    c.add("attention", AttentionOp{q, k_cache, v_cache, c.plan.positions, c.seq, c.page_table, attn, n, heads,
+                                   kv_heads, head_dim, head_dim, c.plan.shape.n_seqs, kv.page_size, kv.pages_per_seq,
+                                   rows, 0.125f});
+    c.add("matmul", MatMulOp{attn, out, w, n, heads * head_dim, 96});
+    auto cpu = cpu_backend();
+    auto hip = hip_backend();
+    auto cpu_plan = c.load_and_prepare(*cpu);
+    auto hip_plan = c.load_and_prepare(*hip);
+    std::mt19937 rng(7);
+    uint32_t page_seed = 70;
+    for (int64_t pos : {int64_t(0), int64_t(1), int64_t(255), int64_t(256), int64_t(257), int64_t(299)}) {
+      CAPTURE(pos);
+      if (n_seqs == 1) {
+        c.start_pos = pos;
+      } else {
+        const std::vector<int64_t> lens(size_t(n_seqs), 1);
+        const std::vector<int64_t> starts = {pos, (pos * 7 + 13) % ctx, ctx - 1 - pos};
+        c.sequences(lens, starts, page_seed++);
+      }
+      for (auto& [id, values] : c.inputs)
+        if (id == q || id == k || id == v)
+          for (auto& x : values) x = std::uniform_real_distribution<float>(-1.f, 1.f)(rng);
+      c.run(*cpu, *cpu_plan);
+      c.run(*hip, *hip_plan);
+      const auto want = c.read(*cpu, *cpu_plan, out), got = c.read(*hip, *hip_plan, out);
+      const double e = test::nmse(got.data(), want.data(), got.size());
+      CHECK_MESSAGE(e <= kF32, "graph replay at position ", pos, ": NMSE ", e);
+    }
   }
 }
 
@@ -325,6 +442,38 @@ TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU ref
   std::printf("golden: %d/%zu passed\n", passed, files.size());
   std::fflush(stdout);
   CHECK(models.size() >= 22);
+}
+
+TEST_CASE("hip golden: both prompts of every model as concurrent sequences beside six others, f32 and f16 KV") {
+  HIP_DEVICE_OR_SKIP();
+  // Multi-sequence steps end to end (tests/engine/golden_run.h): sequences join and leave at different steps,
+  // prefill chunks and decode tokens share steps, the page pool is shared; each golden sequence is scored as alone.
+  std::map<std::string, std::vector<test::GoldenCase>> by_model;
+  for (const std::string& file : test::golden_json_files()) {
+    test::GoldenCase g = test::load_golden(file);
+    by_model[g.model_path].push_back(std::move(g));
+  }
+  REQUIRE(by_model.size() >= 22);
+  int passed = 0, total = 0;
+  for (const auto& [model_path, cases] : by_model)
+    for (ElemType kv : {ElemType::F32, ElemType::F16}) {
+      const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, hip_backend(), kv);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const test::GoldenResult& r = results[i];
+        const std::string line = cat(cases[i].name, " batched, ", elem_type_name(kv), " KV: worst row NMSE ",
+                                     r.worst_row_nmse, " (limit ", r.limit, "), greedy ", r.greedy_compared, "/",
+                                     cases[i].greedy_tokens.size(), r.ok() ? "" : "  <-- FAIL");
+        std::printf("golden %s\n", line.c_str());
+        INFO(line);
+        CHECK(r.tokenization_ok);
+        CHECK(r.worst_row_nmse <= r.limit);
+        CHECK(r.greedy_ok);
+        passed += r.ok() ? 1 : 0;
+        ++total;
+      }
+    }
+  std::printf("golden batched: %d/%d passed\n", passed, total);
+  std::fflush(stdout);
 }
 
 TEST_CASE("hip verify: no op diverges from the CPU reference on the shared models") {

@@ -3,7 +3,8 @@
 //      every instruction the kernels use (MFMA on CDNA, WMMA on RDNA3, mma.sync on NVIDIA);
 //   2. the kernels' own tile code (gemm_tile.h, attn_tile.h: staging, fragment loads, the order of matrix
 //      instructions, the result stores), run lane by lane on the CPU with each instruction executed by its model,
-//      computes the right GEMM and attention for random inputs and odd sizes, for every weight format;
+//      computes the right GEMM and attention (over a paged KV cache, query tiles spanning sequences) for random
+//      inputs and odd sizes, for every weight format;
 //   3. deliberately wrong layouts (transposed operands, the wrong accumulator interleave, missing WMMA replicas) are
 //      caught by the same checks: the tests can fail.
 #include <doctest/doctest.h>
@@ -275,21 +276,52 @@ double gemm_error(int64_t Mrows, int64_t N, int64_t K, uint32_t seed, bool integ
 }
 
 // ---- 2c. flash attention for prefill, block by block, as attention_prefill_kernel runs it -------------------------
+// Causal attention over a paged cache (kernels.h: AttentionArgs): token t of page-table row seq[t] at positions[t]
+// attends to its sequence's keys 0..positions[t], key j at cache row row(seq[t], j).
 struct AttnProblem {
-  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v, ctx, start_pos;
+  int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+  int64_t page_size, pages_per_seq, cache_rows;
   float scale;
-  std::vector<float> q, k, v;
-  std::vector<int32_t> positions;
+  std::vector<float> q, k, v;  // k, v: [cache_rows, n_kv_heads, head_dim(_v)], random everywhere
+  std::vector<int32_t> positions, seq, page_table;
+  int64_t row(int64_t s, int64_t j) const {
+    return int64_t(page_table[size_t(s * pages_per_seq + j / page_size)]) * page_size + j % page_size;
+  }
 };
 
+// Sequence i has lens[i] consecutive tokens at positions starts[i].., its pages a random permutation of the pool's
+// pages 1.. (page 0 unused), so a kernel that ignores the page table or mixes sequences up gets wrong keys.
+AttnProblem make_paged_attention(const std::vector<int64_t>& lens, const std::vector<int64_t>& starts, int64_t n_heads,
+                                 int64_t n_kv, int64_t d, int64_t dv, int64_t page_size, uint32_t seed) {
+  AttnProblem p{0, n_heads, n_kv, d, dv, page_size, 0, 0, 1.f / std::sqrt(float(d)), {}, {}, {}, {}, {}, {}};
+  for (size_t i = 0; i < lens.size(); ++i) {
+    p.n_tokens += lens[i];
+    p.pages_per_seq = std::max(p.pages_per_seq, (starts[i] + lens[i] + page_size - 1) / page_size);
+  }
+  const int64_t n_seqs = int64_t(lens.size()), n_pages = n_seqs * p.pages_per_seq + 1;
+  p.cache_rows = n_pages * page_size;
+  std::vector<int32_t> pages;
+  for (int64_t i = 1; i < n_pages; ++i) pages.push_back(int32_t(i));
+  std::shuffle(pages.begin(), pages.end(), std::mt19937(seed + 3));
+  p.page_table.assign(size_t(n_seqs * p.pages_per_seq), 0);
+  for (size_t i = 0, next = 0; i < lens.size(); ++i) {
+    for (int64_t pg = 0; pg < (starts[i] + lens[i] + page_size - 1) / page_size; ++pg)
+      p.page_table[i * size_t(p.pages_per_seq) + size_t(pg)] = pages[next++];
+    for (int64_t t = 0; t < lens[i]; ++t) {
+      p.positions.push_back(int32_t(starts[i] + t));
+      p.seq.push_back(int32_t(i));
+    }
+  }
+  p.q = random_floats(size_t(p.n_tokens * n_heads * d), seed, -2.f, 2.f);
+  p.k = random_floats(size_t(p.cache_rows * n_kv * d), seed + 1, -2.f, 2.f);
+  p.v = random_floats(size_t(p.cache_rows * n_kv * dv), seed + 2);
+  return p;
+}
+
+// One sequence of n_tokens tokens from position `start`, pages of 32 positions.
 AttnProblem make_attention(int64_t n_tokens, int64_t n_heads, int64_t n_kv, int64_t d, int64_t dv, int64_t start,
                            uint32_t seed) {
-  AttnProblem p{n_tokens, n_heads, n_kv, d, dv, start + n_tokens + 3, start, 1.f / std::sqrt(float(d)), {}, {}, {}, {}};
-  p.q = random_floats(size_t(n_tokens * n_heads * d), seed, -2.f, 2.f);
-  p.k = random_floats(size_t(p.ctx * n_kv * d), seed + 1, -2.f, 2.f);
-  p.v = random_floats(size_t(p.ctx * n_kv * dv), seed + 2);
-  for (int64_t t = 0; t < n_tokens; ++t) p.positions.push_back(int32_t(start + t));
-  return p;
+  return make_paged_attention({n_tokens}, {start}, n_heads, n_kv, d, dv, 32, seed);
 }
 
 std::vector<double> reference_attention(const AttnProblem& p) {
@@ -297,14 +329,14 @@ std::vector<double> reference_attention(const AttnProblem& p) {
   const int64_t group = p.n_heads / p.n_kv_heads;
   for (int64_t t = 0; t < p.n_tokens; ++t)
     for (int64_t h = 0; h < p.n_heads; ++h) {
-      const int64_t g = h / group, pos = p.positions[size_t(t)];
+      const int64_t g = h / group, pos = p.positions[size_t(t)], sq = p.seq[size_t(t)];
       std::vector<double> s(static_cast<size_t>(pos + 1));
       double mx = -1e300;
       for (int64_t j = 0; j <= pos; ++j) {
         double dot = 0;
         for (int64_t d = 0; d < p.head_dim; ++d)
           dot += double(p.q[size_t((t * p.n_heads + h) * p.head_dim + d)]) *
-                 p.k[size_t((j * p.n_kv_heads + g) * p.head_dim + d)];
+                 p.k[size_t((p.row(sq, j) * p.n_kv_heads + g) * p.head_dim + d)];
         s[size_t(j)] = dot * p.scale;
         mx = std::max(mx, s[size_t(j)]);
       }
@@ -312,7 +344,8 @@ std::vector<double> reference_attention(const AttnProblem& p) {
       for (auto& x : s) sum += (x = std::exp(x - mx));
       for (int64_t d = 0; d < p.head_dim_v; ++d) {
         double o = 0;
-        for (int64_t j = 0; j <= pos; ++j) o += s[size_t(j)] * p.v[size_t((j * p.n_kv_heads + g) * p.head_dim_v + d)];
+        for (int64_t j = 0; j <= pos; ++j)
+          o += s[size_t(j)] * p.v[size_t((p.row(sq, j) * p.n_kv_heads + g) * p.head_dim_v + d)];
         out[size_t((t * p.n_heads + h) * p.head_dim_v + d)] = o / sum;
       }
     }
@@ -357,50 +390,61 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
       std::vector<float> lds_q(static_cast<size_t>(fa::kBQ * dims.ldq)), lds_k(size_t(fa::kBKV * dims.ldk)),
           lds_v(size_t(fa::kBKV * dims.ldv)), lds_p(size_t(fa::kBQ * dims.ldp)), lds_s(size_t(fa::kBQ * dims.lds));
       float row_m[fa::kBQ], row_l[fa::kBQ], row_alpha[fa::kBQ];
-      int row_pos[fa::kBQ];
+      int row_pos[fa::kBQ], row_seq[fa::kBQ], key_rows[fa::kBKV];
       for (int r = 0; r < fa::kBQ; ++r) {
         row_pos[r] = r < rows_valid ? p.positions[size_t(t0 + r)] : -1;
+        row_seq[r] = r < rows_valid ? p.seq[size_t(t0 + r)] : -1;
         row_m[r] = fa::kNegInf;
         row_l[r] = 0.f;
       }
       for (int lane = 0; lane < M::kLanes; ++lane)
         fa::stage_q(lane, M::kLanes, p.q.data() + (t0 * p.n_heads + h) * p.head_dim, p.n_heads * p.head_dim,
                     rows_valid, dims, lds_q.data());
-      const int64_t kv_len = *std::max_element(row_pos, row_pos + fa::kBQ) + 1;
       std::vector<LaneO> acc_o(M::kLanes);
       for (auto& lo : acc_o) std::memset(lo.o, 0, sizeof lo.o);
       const int64_t k_stride = p.n_kv_heads * p.head_dim, v_stride = p.n_kv_heads * p.head_dim_v;
-      for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
-        std::fill(lds_k.begin(), lds_k.end(), std::nanf(""));
-        std::fill(lds_v.begin(), lds_v.end(), std::nanf(""));
-        for (int lane = 0; lane < M::kLanes; ++lane)
-          fa::stage_kv(lane, M::kLanes, p.k.data() + g * p.head_dim, k_stride, p.v.data() + g * p.head_dim_v, v_stride,
-                       j0, kv_len, dims, lds_k.data(), lds_v.data());
-        // S = Q K^T
-        std::vector<std::vector<float>> acc_s(M::kLanes, std::vector<float>(M::kC, 0.f));
-        std::vector<std::vector<Call>> calls(M::kLanes);
-        for (int lane = 0; lane < M::kLanes; ++lane)
-          fa::for_each_score_mma<M>(lane, lds_q.data(), lds_k.data(), dims, [&](const float* af, const float* bf) {
-            Call c{0, {}, {}};
-            std::copy(af, af + M::kA, c.a);
-            std::copy(bf, bf + M::kB, c.b);
-            calls[size_t(lane)].push_back(c);
-          });
-        run(calls, [&](int lane, int) { return acc_s[size_t(lane)].data(); });
-        for (int lane = 0; lane < M::kLanes; ++lane)
-          fa::store_scores<M>(lane, acc_s[size_t(lane)].data(), p.scale, j0, row_pos, dims, lds_s.data());
-        for (int r = 0; r < fa::kBQ; ++r) fa::softmax_row(r, lds_s.data(), dims, lds_p.data(), row_m, row_l, row_alpha);
-        for (int lane = 0; lane < M::kLanes; ++lane) fa::rescale_o<M>(lane, chunks, acc_o[size_t(lane)].o, row_alpha);
-        // O += P V
-        std::vector<std::vector<Call>> pv(M::kLanes);
-        for (int lane = 0; lane < M::kLanes; ++lane)
-          fa::for_each_pv_mma<M>(lane, lds_p.data(), lds_v.data(), dims, [&](int c, const float* af, const float* bf) {
-            Call x{c, {}, {}};
-            std::copy(af, af + M::kA, x.a);
-            std::copy(bf, bf + M::kB, x.b);
-            pv[size_t(lane)].push_back(x);
-          });
-        run(pv, [&](int lane, int c) { return acc_o[size_t(lane)].o[c]; });
+      // As the kernel: one pass per run of rows of one sequence.
+      for (int r0 = 0; r0 < rows_valid;) {
+        int max_pos = -1;
+        const int r1 = fa::run_end(row_seq, row_pos, r0, rows_valid, &max_pos);
+        const int64_t kv_len = max_pos + 1;
+        const int32_t* pages = p.page_table.data() + int64_t(row_seq[r0]) * p.pages_per_seq;
+        for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
+          for (int j = 0; j < fa::kBKV; ++j)
+            key_rows[j] = fa::key_row(pages, p.page_size, j0 + j, kv_len, p.cache_rows);
+          std::fill(lds_k.begin(), lds_k.end(), std::nanf(""));
+          std::fill(lds_v.begin(), lds_v.end(), std::nanf(""));
+          for (int lane = 0; lane < M::kLanes; ++lane)
+            fa::stage_kv(lane, M::kLanes, p.k.data() + g * p.head_dim, k_stride, p.v.data() + g * p.head_dim_v,
+                         v_stride, key_rows, dims, lds_k.data(), lds_v.data());
+          // S = Q K^T
+          std::vector<std::vector<float>> acc_s(M::kLanes, std::vector<float>(M::kC, 0.f));
+          std::vector<std::vector<Call>> calls(M::kLanes);
+          for (int lane = 0; lane < M::kLanes; ++lane)
+            fa::for_each_score_mma<M>(lane, lds_q.data(), lds_k.data(), dims, [&](const float* af, const float* bf) {
+              Call c{0, {}, {}};
+              std::copy(af, af + M::kA, c.a);
+              std::copy(bf, bf + M::kB, c.b);
+              calls[size_t(lane)].push_back(c);
+            });
+          run(calls, [&](int lane, int) { return acc_s[size_t(lane)].data(); });
+          for (int lane = 0; lane < M::kLanes; ++lane)
+            fa::store_scores<M>(lane, acc_s[size_t(lane)].data(), p.scale, j0, row_pos, r0, r1, dims, lds_s.data());
+          for (int r = 0; r < fa::kBQ; ++r)
+            fa::softmax_row(r, lds_s.data(), dims, lds_p.data(), row_m, row_l, row_alpha);
+          for (int lane = 0; lane < M::kLanes; ++lane) fa::rescale_o<M>(lane, chunks, acc_o[size_t(lane)].o, row_alpha);
+          // O += P V
+          std::vector<std::vector<Call>> pv(M::kLanes);
+          for (int lane = 0; lane < M::kLanes; ++lane)
+            fa::for_each_pv_mma<M>(lane, lds_p.data(), lds_v.data(), dims, [&](int c, const float* af, const float* bf) {
+              Call x{c, {}, {}};
+              std::copy(af, af + M::kA, x.a);
+              std::copy(bf, bf + M::kB, x.b);
+              pv[size_t(lane)].push_back(x);
+            });
+          run(pv, [&](int lane, int c) { return acc_o[size_t(lane)].o[c]; });
+        }
+        r0 = r1;
       }
       for (int lane = 0; lane < M::kLanes; ++lane)
         fa::store_out<M>(lane, chunks, acc_o[size_t(lane)].o, row_l, out.data() + (t0 * p.n_heads + h) * p.head_dim_v,
@@ -481,6 +525,20 @@ TEST_CASE("flash attention's tile code matches causal attention (GQA, odd head s
   const AttnProblem q = make_attention(33, 2, 1, 64, 64, 0, 42);  // prompt from position 0, head_dim 64
   CHECK(attention_error<MmaMfma16, Mfma16Model>(q) < 1e-5);
   CHECK(attention_error<MmaWmma16, Wmma16Model>(q) < 1e-5);
+}
+
+TEST_CASE("flash attention's tile code over a paged cache: query tiles spanning several sequences") {
+  // Tiles of 16 rows holding the end of one sequence's chunk and the start of the next, decode tokens of one-token
+  // sequences mixed with prefill chunks, pages of 8 and 12 positions (not multiples of the 16-key tile), scrambled.
+  const AttnProblem mixed = make_paged_attention({5, 1, 20, 1, 1, 9}, {40, 77, 3, 0, 130, 16}, 4, 2, 40, 24, 8, 61);
+  CHECK(attention_error<MmaMfma16, Mfma16Model>(mixed) < 1e-5);
+  CHECK(attention_error<MmaWmma16, Wmma16Model>(mixed) < 1e-5);
+  CHECK(attention_error<MmaNv16, Nv16Model>(mixed) < 1e-5);
+  std::vector<int64_t> lens(19, 1), starts;  // 19 decode tokens: two tiles of one-row runs
+  for (int64_t i = 0; i < 19; ++i) starts.push_back((i * 29) % 100);
+  const AttnProblem decode = make_paged_attention(lens, starts, 2, 1, 64, 64, 12, 62);
+  CHECK(attention_error<MmaMfma16, Mfma16Model>(decode) < 1e-5);
+  CHECK(attention_error<MmaNv16, Nv16Model>(decode) < 1e-5);
 }
 
 TEST_CASE("wrong layouts are caught: the checks above fail for each mutant") {

@@ -5,7 +5,8 @@
 // The kernel column names what ran (Vulkan: attention_f32 / attention_coopmat_f16 / split-K decode; HIP: flash
 // attention on matrix cores or split-K). GFLOP/s = 4 * heads * head_dim * (attended keys summed over the tokens) /
 // time (q.k and p.v, 2 FLOPs per multiply-add each); on HIP "% peak" (prefill) against the fp16 matrix-core peak the
-// plugin reports. KV GB/s = the K and V rows the step covers (ctx * kv_heads * head_dim * 2 * 4 bytes), each counted
+// plugin reports. KV GB/s = the K and V rows the step covers (ctx * kv_heads * head_dim * 2 * 2 or 4 bytes: --kv
+// f16 (the engine's default cache) or f32), each counted
 // once, / time; for decode, its fraction of the bandwidth ceiling (Vulkan: the shader copy measured in the same run;
 // HIP: the plugin's peak). Prefill is checked against the CPU on its last 16 tokens (op_bench.h).
 #include <cstdio>
@@ -27,6 +28,7 @@ const cli::OptionSpec k_options[] = {
     {"heads", nullptr, true, "query heads (default 32)"},
     {"kv-heads", nullptr, true, "KV heads (default 8)"},
     {"head-dim", nullptr, true, "head dimension (default 128)"},
+    {"kv", nullptr, true, "KV cache element type: f16 (the engine's default) or f32 (default f16)"},
     k_require_device_option,
 };
 
@@ -46,12 +48,15 @@ int run(int argc, char** argv) {
                 head_dim = args->get_int("head-dim", 128);
   if (heads < 1 || kv_heads < 1 || heads % kv_heads != 0) fail("--heads must be a positive multiple of --kv-heads");
   if (head_dim < 1) fail("--head-dim must be positive");
+  const std::string kv = args->get("kv", "f16");
+  if (kv != "f16" && kv != "f32") fail("--kv must be f16 or f32");
+  const engine::ElemType kv_type = kv == "f16" ? engine::ElemType::F16 : engine::ElemType::F32;
   const double peak_gflops = k_target == BenchTarget::hip ? hip_info.peak_fp16_tflops * 1e3 : 0;
 
   for (int64_t ctx : contexts)
     for (bool prefill : {true, false}) {
       if (mode != "both" && (mode == "prefill") != prefill) continue;
-      const AttentionShape s{prefill ? ctx : 1, prefill ? 0 : ctx - 1, ctx, heads, kv_heads, head_dim};
+      const AttentionShape s{prefill ? ctx : 1, prefill ? 0 : ctx - 1, ctx, heads, kv_heads, head_dim, kv_type};
       Result r = bench->run(attention_spec(s, cat(prefill ? "prefill " : "decode ", ctx)));
       const double gflops = 4.0 * double(heads * head_dim) * attended_keys(s) / r.seconds * 1e-9;
       const double gbps = kv_bytes(s) / r.seconds * 1e-9;

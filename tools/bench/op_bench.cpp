@@ -185,7 +185,9 @@ Result OpBench::run(const OpSpec& spec) {
          number(limit, "%.0e"), " (checked ", r.checked, "); not timing it");
 
   backend->set_profiling(true);
-  const engine::StepInput step{timed.c.tokens, timed.c.start_pos};
+  const engine::StepArrays arrays =
+      timed.c.step ? *timed.c.step : engine::single_sequence_step(timed.c.plan, timed.c.tokens, timed.c.start_pos);
+  const engine::StepInput step = arrays.view();
   for (int i = 0; i < options_.warmup; ++i) backend->execute(*prepared, step);
   auto& seconds = prepared->mutable_op_seconds();
   std::fill(seconds.begin(), seconds.end(), 0.0);
@@ -308,15 +310,18 @@ std::vector<model::GgmlType> parse_types(const std::string& list) {
 
 namespace {
 Built attention_case(const AttentionShape& s) {
-  engine::OpCase c(s.n_tokens, s.ctx);
+  engine::OpCase c(s.n_tokens, s.ctx);  // one sequence on pages 1, 2, ... of the paged cache
   c.start_pos = s.start;
+  const engine::KvLayout& kv = c.plan.shape.kv;
   const int64_t kv_width = s.kv_heads * s.head_dim, q_elems = s.n_tokens * s.heads * s.head_dim;
+  const int64_t rows = kv.cache_rows();
   const engine::BufferId q = c.input("q", q_elems, 1);
-  const engine::BufferId k = c.input("k_cache", s.ctx * kv_width, 2);
-  const engine::BufferId v = c.input("v_cache", s.ctx * kv_width, 3);
+  const engine::BufferId k = c.input("k_cache", rows * kv_width, 2, 1.f, s.kv_type);
+  const engine::BufferId v = c.input("v_cache", rows * kv_width, 3, 1.f, s.kv_type);
   const engine::BufferId out = c.output("attn", q_elems);
-  c.add("attention", engine::AttentionOp{q, k, v, c.plan.positions, out, s.n_tokens, s.heads, s.kv_heads, s.head_dim,
-                                         s.head_dim, s.ctx, 1.f / std::sqrt(float(s.head_dim))});
+  c.add("attention", engine::AttentionOp{q, k, v, c.plan.positions, c.seq, c.page_table, out, s.n_tokens, s.heads,
+                                         s.kv_heads, s.head_dim, s.head_dim, c.plan.shape.n_seqs, kv.page_size,
+                                         kv.pages_per_seq, rows, 1.f / std::sqrt(float(s.head_dim))});
   return {std::move(c), out};
 }
 }  // namespace
@@ -325,7 +330,7 @@ OpSpec attention_spec(const AttentionShape& s, std::string shape_label) {
   constexpr int64_t k_check_tokens = 16;
   OpSpec spec;
   spec.shape = std::move(shape_label);
-  spec.type = "f32";
+  spec.type = engine::elem_type_name(s.kv_type);  // the KV cache's
   AttentionShape checked = s;
   if (s.n_tokens > 64) {
     checked.n_tokens = k_check_tokens;
@@ -341,7 +346,9 @@ double attended_keys(const AttentionShape& s) {
   return (first + last) * double(s.n_tokens) / 2;
 }
 
-double kv_bytes(const AttentionShape& s) { return double(s.start + s.n_tokens) * double(s.kv_heads * s.head_dim) * 8; }
+double kv_bytes(const AttentionShape& s) {
+  return double(s.start + s.n_tokens) * double(s.kv_heads * s.head_dim) * 2 * double(engine::elem_bytes(s.kv_type, 1));
+}
 
 namespace {
 // The HIP backend's kernel for the case's only op, by its selection rule (hip_backend.h, hip_backend.hip use_gemm,

@@ -142,11 +142,13 @@ engine::WeightId repeated_weight(engine::OpCase& c, const std::string& name, mod
 // "f16,q4_0,q4_k" -> the types (case-insensitive, ggml's names); fails naming an unknown one.
 std::vector<model::GgmlType> parse_types(const std::string& list);
 
-// The attention op at positions start .. start + n_tokens - 1 over a random cache of ctx rows, as a bench case
-// (vk_attention_bench, vk_softmax_bench). Cases of more than 64 tokens are checked against the CPU on their last 16
-// tokens (the longest rows); smaller ones as timed. The limit is the f32-reduction one, 1e-9.
+// The attention op at positions start .. start + n_tokens - 1 of one sequence over a random paged cache of ctx
+// positions (pages 1, 2, ...; kv_type F32 or F16), as a bench case (vk_attention_bench, vk_softmax_bench). Cases of
+// more than 64 tokens are checked against the CPU on their last 16 tokens (the longest rows); smaller ones as timed.
+// The limit is the f32-reduction one, 1e-9 (the CPU reference stores an F16 cache as f16 too).
 struct AttentionShape {
   int64_t n_tokens, start, ctx, heads, kv_heads, head_dim;
+  engine::ElemType kv_type = engine::ElemType::F32;
 };
 OpSpec attention_spec(const AttentionShape& s, std::string shape_label);
 double attended_keys(const AttentionShape& s);  // sum over the tokens of (position + 1)

@@ -9,7 +9,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "engine/sampler.h"
+#include "bench_batched.h"
 #include "generation.h"
 
 namespace greta::cli {
@@ -28,7 +28,12 @@ constexpr OptionSpec k_bench_options[] = {
     {"n-prompt", "p", true, "prompt lengths to test, comma separated (default 512; 0: no prompt test)"},
     {"n-gen", "n", true, "generated token counts to test, comma separated (default 128; 0: no generation test)"},
     {"repetitions", "r", true, "timed runs per test (default 5)"},
+    {"n-depth", "d", true, "tokens already in the context before each test, comma separated (default 0)"},
     {"batch", "b", true, "tokens per prefill step (default 512)"},
+    {"batched", nullptr, false, "many sequences at once, like llama-batched-bench (--npp, --ntg, --npl)"},
+    {"npp", nullptr, true, "--batched: prompt tokens per sequence, comma separated (default 512)"},
+    {"ntg", nullptr, true, "--batched: generated tokens per sequence, comma separated (default 128)"},
+    {"npl", nullptr, true, "--batched: sequences, comma separated (default 1,4,16,64)"},
     {"output", "o", true, "md | csv | json (default md)"},
     {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on)"},
     TraceRequest::option,
@@ -36,15 +41,18 @@ constexpr OptionSpec k_bench_options[] = {
 };
 
 constexpr const char* k_usage =
-    "greta-vk bench MODEL [-p 512] [-n 128] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--trace FILE] [--backend cpu|vk|hip] "
-    "[--device N] [--threads N]";
+    "greta-vk bench MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--trace FILE] "
+    "[--kv-type f16|f32] [--backend cpu|vk|hip] [--device N] [--threads N]\n"
+    "       greta-vk bench MODEL --batched [--npp 512] [--ntg 128] [--npl 1,4,16,64] [-b 512] [-o md|csv|json] ...";
 
 constexpr uint64_t kTokenSeed = 1234;
 constexpr int64_t kMaxTestTokens = int64_t(1) << 20;
 constexpr int64_t kMaxRepetitions = 1000;
 
-std::vector<int64_t> int_list(const Args& args, std::string_view name, int64_t fallback) {
-  if (!args.has(name)) return {fallback};
+}  // namespace
+
+std::vector<int64_t> int_list(const Args& args, std::string_view name, std::vector<int64_t> fallback) {
+  if (!args.has(name)) return fallback;
   std::vector<int64_t> values;
   const std::string text = args.get(name);
   size_t start = 0;
@@ -62,10 +70,12 @@ std::vector<int64_t> int_list(const Args& args, std::string_view name, int64_t f
   return values;
 }
 
+namespace {
+
 struct TestResult {
-  std::string name;        // "pp512", "tg128"
+  std::string name;        // "pp512", "tg128", "tg128 @ d4096"
   bool is_decode = false;
-  int64_t n_tokens = 0;
+  int64_t n_tokens = 0, depth = 0;
   std::vector<double> samples;  // tokens/s per timed run
   double mean = 0, stddev = 0;
   std::map<std::string, double> op_seconds;  // per op kind, summed over the timed runs (--profile)
@@ -177,25 +187,29 @@ void print_profile(std::FILE* out, const std::vector<TestResult>& results) {
 
 class Bench {
 public:
-  Bench(engine::Engine& engine, int64_t max_batch, bool profile)
-      : engine_(engine), max_batch_(std::min(max_batch, engine.context_size())), profile_(profile) {}
+  Bench(engine::Engine& engine, bool profile) : engine_(engine), profile_(profile) {}
 
-  TestResult run(bool decode, int64_t n, int64_t repetitions) {
+  TestResult run(bool decode, int64_t n, int64_t depth, int64_t repetitions) {
     TestResult r;
     r.is_decode = decode;
     r.n_tokens = n;
-    r.name = cat(decode ? "tg" : "pp", n);
-    const std::vector<model::TokenId> tokens = random_tokens(n);
+    r.depth = depth;
+    r.name = cat(decode ? "tg" : "pp", n, depth > 0 ? cat(" @ d", depth) : std::string());
+    const std::vector<model::TokenId> tokens = random_tokens(n), context = random_tokens(depth);
+    // The context of `depth` tokens before each run (untimed), like llama-bench -d.
+    const auto start_context = [&] {
+      engine_.reset();
+      if (depth > 0) engine_.prefill(context);
+    };
     // Warm-up: builds and prepares the plans, faults in memory, wakes up clocks.
-    engine_.reset();
+    start_context();
     if (decode) engine_.decode(tokens[0]);
     else engine_.prefill(tokens);
-    const std::vector<int64_t> shapes = step_shapes(decode, n);
-    clear_op_seconds(shapes);
+    clear_op_seconds();
     const double device_before = engine_.timings().device_s;
     double wall = 0;
     for (int64_t rep = 0; rep < repetitions; ++rep) {
-      engine_.reset();
+      start_context();
       const auto start = std::chrono::steady_clock::now();
       if (decode) {
         for (model::TokenId t : tokens) engine_.decode(t);
@@ -207,7 +221,7 @@ public:
       wall += seconds;
     }
     if (profile_) {
-      collect_op_seconds(shapes, r.op_seconds);
+      collect_op_seconds(r.op_seconds);
       r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
     }
     summarize(r);
@@ -221,36 +235,25 @@ private:
     for (auto& t : tokens) t = model::TokenId(rng.next() % uint64_t(engine_.vocab_size()));
     return tokens;
   }
-  // The step sizes the engine runs a test in: prefill splits into max_batch chunks plus a remainder.
-  std::vector<int64_t> step_shapes(bool decode, int64_t n) const {
-    if (decode) return {1};
-    std::set<int64_t> shapes{std::min(n, max_batch_)};
-    if (n > max_batch_ && n % max_batch_ != 0) shapes.insert(n % max_batch_);
-    return {shapes.begin(), shapes.end()};
+  // Per-op times accumulate in every plan the engine keeps prepared (one per step-size bucket).
+  void clear_op_seconds() {
+    for (engine::PreparedPlan* plan : engine_.prepared_plans())
+      std::fill(plan->mutable_op_seconds().begin(), plan->mutable_op_seconds().end(), 0.0);
   }
-  void clear_op_seconds(const std::vector<int64_t>& shapes) {
-    for (int64_t s : shapes) {
-      auto& seconds = engine_.plan_for(s, false).mutable_op_seconds();
-      std::fill(seconds.begin(), seconds.end(), 0.0);
-    }
-  }
-  void collect_op_seconds(const std::vector<int64_t>& shapes, std::map<std::string, double>& out) {
-    for (int64_t s : shapes) {
-      engine::PreparedPlan& plan = engine_.plan_for(s, false);
-      for (size_t i = 0; i < plan.plan().ops.size(); ++i)
-        out[engine::op_kind_name(plan.plan().ops[i].kind())] += plan.op_seconds()[i];
-    }
+  void collect_op_seconds(std::map<std::string, double>& out) {
+    for (engine::PreparedPlan* plan : engine_.prepared_plans())
+      for (size_t i = 0; i < plan->plan().ops.size(); ++i)
+        out[engine::op_kind_name(plan->plan().ops[i].kind())] += plan->op_seconds()[i];
   }
 
   engine::Engine& engine_;
-  int64_t max_batch_;
   bool profile_;
 };
 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  const auto specs = join_options({k_bench_options, backend_option_specs()});
+  const auto specs = join_options({k_bench_options, kv_option_specs(), backend_option_specs()});
   Args args(argc, argv, specs);
   if (args.has("help")) {
     std::printf("usage: %s\n\nPrefill (pp) and decode (tg) speed, mean ± stddev over R runs after a warm-up.\n\n%s",
@@ -258,8 +261,10 @@ int cmd_bench(int argc, char** argv) {
     return 0;
   }
   args.expect_positional(1, 1, k_usage);
-  const std::vector<int64_t> prompt_sizes = int_list(args, "n-prompt", 512);
-  const std::vector<int64_t> gen_sizes = int_list(args, "n-gen", 128);
+  if (args.has("batched")) return run_batched_bench(args);
+  const std::vector<int64_t> prompt_sizes = int_list(args, "n-prompt", {512});
+  const std::vector<int64_t> gen_sizes = int_list(args, "n-gen", {128});
+  const std::vector<int64_t> depths = int_list(args, "n-depth", {0});
   const int64_t repetitions = args.get_int("repetitions", 5);
   if (repetitions < 1 || repetitions > kMaxRepetitions)
     fail("-r ", repetitions, ": repetitions must be between 1 and ", kMaxRepetitions);
@@ -274,9 +279,10 @@ int cmd_bench(int argc, char** argv) {
   for (int64_t p : prompt_sizes) ctx = std::max(ctx, p);
   for (int64_t n : gen_sizes) ctx = std::max(ctx, n);
   if (ctx == 0) fail("nothing to benchmark: -p and -n are both 0");
+  ctx += *std::max_element(depths.begin(), depths.end());
 
   const std::string& path = args.positional()[0];
-  LoadedModel loaded = load_model(read_model(path), backend, engine::EngineOptions{.ctx = ctx, .max_batch = batch});
+  LoadedModel loaded = load_model(read_model(path), backend, engine::EngineOptions{.ctx = ctx, .max_batch = batch, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
   engine.backend().set_profiling(profile);
   trace.attach(engine);
@@ -289,12 +295,14 @@ int cmd_bench(int argc, char** argv) {
   context.model_bytes = engine.weights().total_bytes();
   for (const auto& t : engine.file().tensors()) context.params += t.n_elements;
 
-  Bench bench(engine, batch, profile);
+  Bench bench(engine, profile);
   std::vector<TestResult> results;
-  for (int64_t p : prompt_sizes)
-    if (p > 0) results.push_back(bench.run(/*decode=*/false, p, repetitions));
-  for (int64_t n : gen_sizes)
-    if (n > 0) results.push_back(bench.run(/*decode=*/true, n, repetitions));
+  for (int64_t d : depths) {
+    for (int64_t p : prompt_sizes)
+      if (p > 0) results.push_back(bench.run(/*decode=*/false, p, d, repetitions));
+    for (int64_t n : gen_sizes)
+      if (n > 0) results.push_back(bench.run(/*decode=*/true, n, d, repetitions));
+  }
 
   if (output == "md") print_md(context, results);
   else if (output == "csv") print_csv(context, results);

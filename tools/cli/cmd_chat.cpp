@@ -56,7 +56,7 @@ bool read_message(std::string& message) {
 }  // namespace
 
 int cmd_chat(int argc, char** argv) {
-  const auto specs = join_options({k_chat_options, sampling_option_specs(), backend_option_specs()});
+  const auto specs = join_options({k_chat_options, sampling_option_specs(), kv_option_specs(), backend_option_specs()});
   Args args(argc, argv, specs);
   if (args.has("help")) {
     std::printf("usage: %s\n\nChats with a model through its chat template (tokenizer.chat_template). One line is one "
@@ -75,7 +75,7 @@ int cmd_chat(int argc, char** argv) {
   std::optional<ChatTemplate> forced;
   if (args.has("chat-template")) forced = ChatTemplate::from_name(args.get("chat-template"));
 
-  LoadedModel loaded = load_model(read_model(args.positional()[0]), backend, engine::EngineOptions{.ctx = ctx});
+  LoadedModel loaded = load_model(read_model(args.positional()[0]), backend, engine::EngineOptions{.ctx = ctx, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
   const auto template_text = engine.file().get_string("tokenizer.chat_template");
   const ChatTemplate tmpl = forced ? *forced : ChatTemplate::detect(template_text.value_or(""));

@@ -59,7 +59,7 @@ void write_f32_file(const std::string& path, const std::vector<float>& values) {
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  const auto specs = join_options({k_logits_options, backend_option_specs()});
+  const auto specs = join_options({k_logits_options, kv_option_specs(), backend_option_specs()});
   Args args(argc, argv, specs);
   if (args.has("help")) {
     std::printf("usage: %s\n\nWrites the logits after every prompt token as little-endian float32 [n_prompt, n_vocab].\n\n%s",
@@ -93,7 +93,7 @@ int cmd_logits(int argc, char** argv) {
   const int64_t ctx = ctx_option > 0 ? ctx_option : n;
   if (n > ctx) fail("the prompt has ", n, " tokens, more than the context of ", ctx, " (use a larger --ctx)");
 
-  LoadedModel loaded = load_model(std::move(files), backend, engine::EngineOptions{.ctx = ctx});
+  LoadedModel loaded = load_model(std::move(files), backend, engine::EngineOptions{.ctx = ctx, .kv_type = kv_type_from(args)});
   const std::vector<float> logits = loaded.engine.prefill_all_logits(tokens);
   write_f32_file(out_path, logits);
   const engine::Timings& t = loaded.engine.timings();

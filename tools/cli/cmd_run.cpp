@@ -1,5 +1,6 @@
 // greta-vk run MODEL -p PROMPT: generates a continuation, streamed to stdout as it is produced (or one JSON object
 // with --json), with a summary on stderr.
+#include <chrono>
 #include <cstdio>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "backend_factory.h"
 #include "commands.h"
 #include "core/error.h"
+#include "engine/batch.h"
 #include "generation.h"
 
 namespace greta::cli {
@@ -17,7 +19,9 @@ constexpr OptionSpec k_run_options[] = {
     {"prompt", "p", true, "the prompt text"},
     {"file", "f", true, "read the prompt from a file"},
     {"n-predict", "n", true, "tokens to generate at most (default 128; -1: until end of text or a full context)"},
-    {"ctx", "c", true, "context size in tokens (default: the model's, capped by memory)"},
+    {"ctx", "c", true, "context size per sequence in tokens (default: 4096, or the model's if smaller)"},
+    {"prompts-file", nullptr, true, "run one prompt per line of FILE concurrently (continuous batching)"},
+    {"parallel", nullptr, true, "sequences in flight with --prompts-file (default 4)"},
     {"no-bos", nullptr, false, "do not add the BOS token the model would add"},
     {"no-parse-special", nullptr, false, "treat special-token text like <|im_start|> in the prompt as plain text"},
     {"json", nullptr, false, "print one JSON object (prompt_tokens, tokens, text, stop, timings) instead of text"},
@@ -26,8 +30,12 @@ constexpr OptionSpec k_run_options[] = {
 };
 
 constexpr const char* k_usage =
-    "greta-vk run MODEL (-p PROMPT | -f FILE) [-n N] [--ctx C] [sampling options] [--backend cpu|vk|hip] "
-    "[--device N] [--threads N] [--no-bos] [--json] [--trace FILE]";
+    "greta-vk run MODEL (-p PROMPT | -f FILE | --prompts-file FILE [--parallel N]) [-n N] [--ctx C] "
+    "[sampling options] [--kv-type f16|f32] [--backend cpu|vk|hip] [--device N] [--threads N] [--no-bos] [--json] "
+    "[--trace FILE]";
+
+constexpr int64_t kMaxParallel = 1024;
+constexpr size_t kMaxPrompts = 100000;
 
 constexpr int64_t kDefaultPredict = 128;
 
@@ -37,10 +45,98 @@ std::string id_list(const std::vector<model::TokenId>& ids) {
   return out;
 }
 
+std::vector<model::TokenId> encode_prompt(const model::Tokenizer& tokenizer, const std::string& text, const Args& args) {
+  std::vector<model::TokenId> prompt =
+      tokenizer.encode(text, /*add_special=*/true, /*parse_special=*/!args.has("no-parse-special"));
+  if (args.has("no-bos") && tokenizer.add_bos() && !prompt.empty() && prompt.front() == tokenizer.bos())
+    prompt.erase(prompt.begin());
+  return prompt;
+}
+
+// The lines of a prompts file (64 MiB at most; empty lines are skipped, a trailing \r is dropped).
+std::vector<std::string> read_prompt_lines(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) fail("--prompts-file ", path, ": cannot open it");
+  std::string text;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) {
+    text.append(buf, n);
+    if (text.size() > (size_t(64) << 20)) {
+      std::fclose(f);
+      fail("--prompts-file ", path, ": larger than 64 MiB");
+    }
+  }
+  std::fclose(f);
+  std::vector<std::string> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!line.empty()) lines.push_back(std::move(line));
+    start = end + 1;
+  }
+  if (lines.empty()) fail("--prompts-file ", path, ": no prompts (one per line)");
+  if (lines.size() > kMaxPrompts) fail("--prompts-file ", path, ": more than ", kMaxPrompts, " prompts");
+  return lines;
+}
+
+// run --prompts-file: every line a request, `parallel` of them in flight; results printed in input order.
+int run_prompts(const Args& args, const std::string& path, const engine::SamplerParams& sampling, int64_t n_predict,
+                int64_t ctx, const BackendRequest& backend, bool json) {
+  const int64_t parallel = args.get_int("parallel", 4);
+  if (parallel < 1 || parallel > kMaxParallel) fail("--parallel ", parallel, ": must be 1..", kMaxParallel);
+  const std::vector<std::string> lines = read_prompt_lines(args.get("prompts-file"));
+  ModelFiles files = read_model(path);
+  std::vector<engine::BatchRequest> requests;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    engine::BatchRequest r;
+    r.prompt = encode_prompt(files.tokenizer, lines[i], args);
+    r.options = engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling};
+    if (r.options.sampling.seed != 0) r.options.sampling.seed += i;  // distinct streams, reproducible from --seed
+    requests.push_back(std::move(r));
+  }
+  LoadedModel loaded = load_model(std::move(files), backend,
+                                  engine::EngineOptions{.ctx = ctx, .max_seqs = parallel, .kv_type = kv_type_from(args)});
+  engine::Engine& engine = loaded.engine;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<engine::BatchResult> results = engine::run_batch(engine, requests, {.parallel = parallel, .on_done = {}});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int64_t generated = 0, prompt_tokens = 0, reused = 0, failed = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const engine::BatchResult& r = results[i];
+    generated += int64_t(r.result.tokens.size());
+    prompt_tokens += int64_t(requests[i].prompt.size());
+    reused += r.reused_tokens;
+    if (!r.error.empty()) ++failed;
+    if (json) {
+      const std::string body = r.error.empty() ? r.result.to_json() : cat("{\"error\":", engine::json_quote(r.error), "}");
+      std::printf("{\"index\":%zu,\"model\":%s,\"backend\":%s,\"device\":%s,\"prompt\":%s,\"prompt_tokens\":[%s],"
+                  "\"cached_tokens\":%lld,%s\n",
+                  i, engine::json_quote(path).c_str(), engine::json_quote(engine.backend().name()).c_str(),
+                  engine::json_quote(loaded.device).c_str(), engine::json_quote(lines[i]).c_str(),
+                  id_list(requests[i].prompt).c_str(), static_cast<long long>(r.reused_tokens), body.c_str() + 1);
+    } else {
+      Utf8Stream utf8;
+      const std::string text = r.error.empty() ? utf8.push(r.result.text) + utf8.finish() : "error: " + r.error;
+      std::printf("--- prompt %zu: %s\n%s\n", i + 1, lines[i].c_str(), text.c_str());
+    }
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "\n%s | %zu prompts (%lld tokens, %lld reused from shared prefixes), %lld in parallel | %lld tokens "
+               "generated in %.2f s: %s tokens/s%s\n",
+               engine.backend().name().c_str(), results.size(), static_cast<long long>(prompt_tokens),
+               static_cast<long long>(reused), static_cast<long long>(parallel), static_cast<long long>(generated),
+               seconds, format_rate(seconds > 0 ? double(generated) / seconds : 0).c_str(),
+               failed ? cat(" | ", failed, " failed").c_str() : "");
+  return failed ? 1 : 0;
+}
+
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  const auto specs = join_options({k_run_options, sampling_option_specs(), backend_option_specs()});
+  const auto specs = join_options({k_run_options, sampling_option_specs(), kv_option_specs(), backend_option_specs()});
   Args args(argc, argv, specs);
   if (args.has("help")) {
     std::printf("usage: %s\n\nGenerates text from a prompt, streaming it to stdout; a summary goes to stderr.\n\n%s",
@@ -49,8 +145,17 @@ int cmd_run(int argc, char** argv) {
   }
   args.expect_positional(1, 1, k_usage);
   // Everything the user typed is checked before the (possibly slow) model load.
-  const std::string prompt_text = read_prompt(args);
   const engine::SamplerParams sampling = sampling_params_from(args);
+  if (args.has("prompts-file")) {
+    if (args.has("prompt") || args.has("file")) fail("--prompts-file replaces -p and -f: give one of them");
+    const int64_t n = args.get_int("n-predict", kDefaultPredict), c = args.get_int("ctx", 0);
+    if (n < -1) fail("-n ", n, ": must be -1 (no limit) or at least 0");
+    if (c < 0) fail("--ctx ", c, ": must be positive (0: the default)");
+    if (args.has("trace")) fail("--trace is not supported with --prompts-file");
+    return run_prompts(args, args.positional()[0], sampling, n, c, backend_request_from(args), args.has("json"));
+  }
+  if (args.has("parallel")) fail("--parallel needs --prompts-file");
+  const std::string prompt_text = read_prompt(args);
   const bool explicit_n = args.has("n-predict");
   const int64_t n_predict = args.get_int("n-predict", kDefaultPredict);
   if (n_predict < -1) fail("-n ", n_predict, ": must be -1 (no limit) or at least 0");
@@ -62,10 +167,7 @@ int cmd_run(int argc, char** argv) {
 
   const std::string& path = args.positional()[0];
   ModelFiles files = read_model(path);
-  std::vector<model::TokenId> prompt =
-      files.tokenizer.encode(prompt_text, /*add_special=*/true, /*parse_special=*/!args.has("no-parse-special"));
-  if (args.has("no-bos") && files.tokenizer.add_bos() && !prompt.empty() && prompt.front() == files.tokenizer.bos())
-    prompt.erase(prompt.begin());
+  std::vector<model::TokenId> prompt = encode_prompt(files.tokenizer, prompt_text, args);
   if (prompt.empty()) fail("the prompt is empty (and the model adds no BOS token)");
   const int64_t n_prompt = int64_t(prompt.size());
   // The context is --ctx, else the model's (which the engine may cap further by memory: checked again after loading).
@@ -80,7 +182,7 @@ int cmd_run(int argc, char** argv) {
   if (ctx > 0) check_fits(ctx);
   else if (files.config.context_length > 0) check_fits(files.config.context_length);
 
-  LoadedModel loaded = load_model(std::move(files), backend, engine::EngineOptions{.ctx = ctx});
+  LoadedModel loaded = load_model(std::move(files), backend, engine::EngineOptions{.ctx = ctx, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
   const int64_t n_ctx = engine.context_size();
   check_fits(n_ctx);

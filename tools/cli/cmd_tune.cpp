@@ -105,7 +105,8 @@ int cmd_tune(int argc, char** argv) {
   for (size_t b = 0; b < batches.size(); ++b) {
     options.batch = batches[b];
     // The model's prefill matmuls at this batch: the plan the engine would run, its MatMul ops' weights.
-    const engine::Plan plan = engine::build_plan(files.config, weights, {options.batch, options.batch, false});
+    const engine::Plan plan =
+        engine::build_plan(files.config, weights, engine::PlanShape::single(options.batch, options.batch, false));
     std::set<engine::WeightId> seen;
     std::vector<engine::WeightDesc> matmuls;
     for (const engine::PlanOp& op : plan.ops)

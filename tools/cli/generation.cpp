@@ -73,6 +73,20 @@ std::vector<OptionSpec> join_options(std::initializer_list<std::span<const Optio
 
 std::span<const OptionSpec> sampling_option_specs() { return k_sampling_options; }
 
+constexpr OptionSpec k_kv_options[] = {
+    {"kv-type", nullptr, true, "KV cache element type: f16 (default) or f32"},
+};
+
+std::span<const OptionSpec> kv_option_specs() { return k_kv_options; }
+
+engine::ElemType kv_type_from(const Args& args) {
+  const std::string t = args.get("kv-type", "f16");
+  if (t == "f16") return engine::ElemType::F16;
+  if (t == "f32") return engine::ElemType::F32;
+  if (t == "q8_0") fail("--kv-type q8_0: not supported yet; use f16 (the default) or f32");
+  fail("--kv-type ", t, ": choose f16 or f32");
+}
+
 engine::SamplerParams sampling_params_from(const Args& args) {
   engine::SamplerParams p;
   p.temperature = float_option(args, "temp", p.temperature);
@@ -163,6 +177,13 @@ LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const en
                                     std::move(choice.backend), options),
                      choice.kind, choice.device, 0};
   loaded.load_s = files.open_s + loaded.engine.timings().load_s;
+  const engine::Engine& e = loaded.engine;
+  const int64_t trained = e.config().context_length;
+  const uint64_t budget = uint64_t(e.kv_cache().max_pages() - 1) * e.kv_bytes_per_page();
+  std::fprintf(stderr, "context: %lld tokens per sequence%s, KV cache %s, up to %s (allocated as used)\n",
+               static_cast<long long>(e.context_size()),
+               trained > e.context_size() ? cat(" (trained for ", trained, "; --ctx to change)").c_str() : "",
+               engine::elem_type_name(e.options().kv_type), format_bytes(double(budget)).c_str());
   return loaded;
 }
 

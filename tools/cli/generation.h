@@ -28,6 +28,11 @@ std::span<const OptionSpec> sampling_option_specs();
 // greta::Error for values the sampler rejects or that do not fit its types.
 engine::SamplerParams sampling_params_from(const Args& args);
 
+// --kv-type f32|f16 (KV cache element type; the default f16 halves its memory and traffic).
+std::span<const OptionSpec> kv_option_specs();
+// The KV cache element type those options give.
+engine::ElemType kv_type_from(const Args& args);
+
 // The prompt of -p TEXT or -f FILE (exactly one of them). A file is read whole, up to 64 MiB.
 std::string read_prompt(const Args& args);
 // "1 2 3" or "1,2,3" -> ids; throws greta::Error on anything else.
@@ -43,7 +48,8 @@ struct ModelFiles {
 };
 ModelFiles read_model(const std::string& path);
 
-// Creates the backend, prints "backend: ..." to stderr, and loads the model with a progress bar on a terminal.
+// Creates the backend, prints "backend: ..." to stderr, and loads the model with a progress bar on a terminal; then
+// prints the context chosen ("context: 4096 tokens per sequence (trained for 131072), KV cache f16 ...").
 struct LoadedModel {
   engine::Engine engine;
   std::string backend_kind;  // "cpu", "vk", "hip"

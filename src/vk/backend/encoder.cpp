@@ -13,6 +13,26 @@ BufferSpan OpEncoder::buffer(engine::BufferId id) const {
   return (*res_.buffers)[size_t(id)];
 }
 
+engine::ElemType OpEncoder::buffer_type(engine::BufferId id) const {
+  GRETA_CHECK(id >= 0 && size_t(id) < res_.decls->size(), "buffer id ", id);
+  return (*res_.decls)[size_t(id)].type;
+}
+
+void OpEncoder::require_f32(engine::BufferId id, const char* what) const {
+  const engine::ElemType type = buffer_type(id);
+  if (type != engine::ElemType::F32)
+    fail("vk: ", what, " buffer ", (*res_.decls)[size_t(id)].name, " is ", engine::elem_type_name(type),
+         "; this kernel takes f32");
+}
+
+bool OpEncoder::f16_cache(engine::BufferId id) const {
+  const engine::ElemType type = buffer_type(id);
+  if (type != engine::ElemType::F32 && type != engine::ElemType::F16)
+    fail("vk: KV cache buffer ", (*res_.decls)[size_t(id)].name, " is ", engine::elem_type_name(type),
+         " (f32 or f16 expected)");
+  return type == engine::ElemType::F16;
+}
+
 const DeviceWeight& OpEncoder::weight(engine::WeightId id) const {
   GRETA_CHECK(id >= 0 && size_t(id) < res_.weights->size(), "weight id ", id);
   return (*res_.weights)[size_t(id)];

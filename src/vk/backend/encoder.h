@@ -51,7 +51,7 @@ struct Q8Source {
 };
 
 // Workgroup counts that the backend writes before each step (OpEncoder::step_split_groups): decode attention runs
-// {rows, splits holding keys of the step's last position, 1} instead of every split of the context.
+// {rows, splits holding keys of the step's largest position, 1} instead of every split of the context.
 struct StepSplitGroups {
   const Buffer* args;  // host-visible, 3 uint32
   uint32_t rows, split_keys, max_splits;
@@ -73,6 +73,7 @@ public:
     Transfer* transfer;
     const std::vector<DeviceWeight>* weights;
     const std::vector<BufferSpan>* buffers;  // by BufferId: the whole device buffer
+    const std::vector<engine::BufferDecl>* decls;  // by BufferId: the plan's declarations (element types)
     std::deque<Buffer>* constants;  // per-plan buffers made while encoding (kept alive here; never move)
     MatmulKernel matmul;
     bool f16_attention;  // prefill attention may use the f16 cooperative-matrix kernel
@@ -97,6 +98,12 @@ public:
   // The device (and this build) has 16x16x16 f16 x f16 -> f32 subgroup cooperative matrices.
   bool has_coopmat_f16() const;
   BufferSpan buffer(engine::BufferId id) const;
+  // The element type of plan buffer `id` (F32 activations, I32 step inputs, F32 or F16 KV caches).
+  engine::ElemType buffer_type(engine::BufferId id) const;
+  // Fails (naming `what`) unless plan buffer `id` holds f32 elements: the kernels of activations take only those.
+  void require_f32(engine::BufferId id, const char* what) const;
+  // Whether KV cache buffer `id` is F16 (else F32; fails for other types).
+  bool f16_cache(engine::BufferId id) const;
   const DeviceWeight& weight(engine::WeightId id) const;
   // A device buffer holding `values`, alive as long as the prepared plan (RoPE frequency tables).
   BufferSpan constant_buffer(const std::vector<float>& values, const std::string& name);
@@ -113,8 +120,8 @@ public:
   void dispatch_indirect(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
                          std::span<const std::byte> push, BufferSpan args, std::array<uint32_t, 3> max_groups);
   // Indirect dispatch arguments that the backend sets before every step to {rows, min(max_splits, (p +
-  // split_keys) / split_keys), 1}, p the step's last position: the key splits that hold keys. Shared by the
-  // dispatches of one shape (every layer's).
+  // split_keys) / split_keys), 1}, p the step's largest position (StepInput::max_len() - 1): the key splits that
+  // hold keys of some token. Shared by the dispatches of one shape (every layer's).
   BufferSpan step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits);
   // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
   void barrier() { recorder_->barrier(); }
@@ -197,6 +204,7 @@ BufferSpan rope_inv_freq(OpEncoder& e, const engine::RopeOp& op);
 void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
+void encode_gather_rows(OpEncoder& e, const engine::GatherRowsOp& op);
 void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op);
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 

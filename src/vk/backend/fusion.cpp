@@ -23,7 +23,7 @@ bool reads(const engine::PlanOp& op, BufferId b) {
   const std::vector<BufferId> r = engine::read_buffers(op);
   return std::find(r.begin(), r.end(), b) != r.end();
 }
-BufferId writes(const engine::PlanOp& op) { return engine::written_region(op, engine::StepInput{}).buffer; }
+BufferId writes(const engine::PlanOp& op) { return engine::written_buffer(op); }
 
 // When op i is a matmul writing a scratch product P and op i + 1 (inside `end`) adds P into x over exactly P's
 // elements, and P is read by no later op before it is written again, returns the matmul retargeted to x (to run as
@@ -166,18 +166,21 @@ private:
         q->rope_dims != k->rope_dims || q->pairing != k->pairing || q->base != k->base ||
         q->freq_scale != k->freq_scale || q->freq_factors != k->freq_factors)
       return;
-    if (kw->src != k->x || kw->positions != k->positions || kw->n_tokens != k->n_tokens ||
-        kw->width != k->n_heads * k->head_dim || kw->cache == q->x || kw->cache == k->x)
+    // The cache rows come from kw->rows (the step's KvRows), the rotation angles from the positions.
+    if (kw->src != k->x || kw->n_tokens != k->n_tokens || kw->width != k->n_heads * k->head_dim ||
+        kw->cache == q->x || kw->cache == k->x || kw->cache == q->positions || kw->cache == kw->rows)
       return;
     RopeKvArgs a{*q, *k, *kw, std::nullopt};
     OpRecord& r = rec(i);
-    r.reads = {q->x, k->x, q->positions};
+    r.reads = {q->x, k->x, q->positions, kw->rows};
     r.writes = {q->x, k->x, kw->cache};
     if (i + 3 < range_.end) {
       const auto* vw = std::get_if<engine::KvWriteOp>(&plan_.ops[i + 3].op);
       const auto distinct = [&](BufferId b) { return b != q->x && b != k->x && b != kw->cache; };
-      if (vw && vw->positions == k->positions && vw->n_tokens == k->n_tokens && distinct(vw->src) &&
-          distinct(vw->cache) && vw->src != vw->cache) {
+      // One kernel variant per cache type: V's cache must have K's type (and K's rows).
+      if (vw && vw->rows == kw->rows && vw->n_tokens == k->n_tokens && distinct(vw->src) && distinct(vw->cache) &&
+          vw->src != vw->cache && vw->cache != kw->rows &&
+          plan_.buffers[size_t(vw->cache)].type == plan_.buffers[size_t(kw->cache)].type) {
         a.v_write = *vw;
         r.reads.push_back(vw->src);
         r.writes.push_back(vw->cache);

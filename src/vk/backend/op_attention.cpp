@@ -2,10 +2,12 @@
 //   prefill (>= 16 tokens), head dim a multiple of 16 up to 128, device with f16 cooperative matrices, and the
 //   model not an F32 one: attention_coopmat (16 queries x 32 keys per step on matrix cores; f16 Q, K, P, V)
 //   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout; for decode (<= 4 tokens) the
-//   keys are also split over workgroups (at most 64 splits of >= 64 keys, over the whole context since the length
-//   is only known on the device) and attention_combine merges the partial results; attention_decode (head dims
-//   that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as int8
-//   for the int8 output projection (attention_decode.comp).
+//   keys are also split over workgroups (at most 64 splits of >= 64 keys, over a sequence's whole context since the
+//   lengths are only known on the device) and attention_combine merges the partial results; attention_decode (head
+//   dims that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as
+//   int8 for the int8 output projection (attention_decode.comp).
+// Every kernel reads the paged cache through the page table (engine/plan.h; tokens of several sequences may share a
+// step) and has a variant per cache type: *_kvf16 reads f16 caches (16-bit storage) and computes in f32.
 #include <algorithm>
 
 #include "core/error.h"
@@ -14,9 +16,10 @@
 namespace greta::vk {
 
 // attention_coopmat.comp's shared memory at its largest head dim (128) with `warps` subgroups: the K and V tiles
-// (f16, 32 keys, rows padded by 8 halves), then per subgroup S (f32), P (f16) and the row state.
+// (f16, 32 keys, rows padded by 8 halves), then per subgroup S (f32), P (f16) and the row state (alpha, l, position,
+// sequence).
 constexpr uint32_t coopmat_attention_shared_bytes(uint32_t warps) {
-  return 2 * 32 * (128 + 8) * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 3 * 16 * 4);
+  return 2 * 32 * (128 + 8) * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 4 * 16 * 4);
 }
 
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
@@ -24,18 +27,34 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   if (op.head_dim > 512 || op.head_dim_v > 4 * int64_t(kLocal))
     fail("vk: attention with head dim ", op.head_dim, " / ", op.head_dim_v, " is not supported (at most 256)");
   GRETA_CHECK(op.n_kv_heads > 0 && op.n_heads % op.n_kv_heads == 0);
-  to_u32(op.ctx * op.n_kv_heads * std::max(op.head_dim, op.head_dim_v), "kv cache elements");
+  GRETA_CHECK(op.page_size > 0 && op.pages_per_seq > 0 && op.n_seqs > 0 && op.cache_rows > 0, "attention KV layout");
+  to_u32(op.cache_rows * op.n_kv_heads * std::max(op.head_dim, op.head_dim_v), "kv cache elements");
+  to_u32(op.n_seqs * op.pages_per_seq, "page table entries");
+  e.require_f32(op.q, "attention query");
+  e.require_f32(op.out, "attention output");
+  const bool f16 = e.f16_cache(op.k_cache);
+  if (e.f16_cache(op.v_cache) != f16) fail("vk: attention over K and V caches of different types");
+  const char* cache_suffix = f16 ? "_kvf16" : "";
+  // The longest key range of a token: a sequence's whole context (its page-table row).
+  const int64_t ctx = op.pages_per_seq * op.page_size;
+  // Every attention kernel's push constants (split_keys 0: no key splits; attention_coopmat ignores it).
   struct Push {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
     float scale;
+    uint32_t split_keys, page_size, pages_per_seq;
   };
-  const Push push{to_u32(op.n_tokens, "tokens"), to_u32(op.n_heads, "heads"), to_u32(op.n_kv_heads, "kv heads"),
-                  to_u32(op.head_dim, "head dim"), to_u32(op.head_dim_v, "head dim v"), op.scale};
+  const Push push{to_u32(op.n_tokens, "tokens"),   to_u32(op.n_heads, "heads"),
+                  to_u32(op.n_kv_heads, "kv heads"), to_u32(op.head_dim, "head dim"),
+                  to_u32(op.head_dim_v, "head dim v"), op.scale,
+                  0,                                  to_u32(op.page_size, "page size"),
+                  to_u32(op.pages_per_seq, "pages per sequence")};
+  const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
+                   out = e.buffer(op.out), seq = e.buffer(op.seq), pages = e.buffer(op.page_table);
   const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
                        e.info().max_shared_memory >= coopmat_attention_shared_bytes(1) &&
                        e.info().subgroup_size >= 32 && e.info().compute_full_subgroups &&
-                       shader_available(ShaderId::attention_coopmat_f16);
+                       shader_available(f16 ? ShaderId::attention_coopmat_f16_kvf16 : ShaderId::attention_coopmat_f16);
   if (coopmat) {
     const uint32_t sg = e.info().subgroup_size;
     PipelineOptions options;
@@ -47,27 +66,26 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     while (warps > 1 && (e.info().max_shared_memory < coopmat_attention_shared_bytes(warps) ||
                          warps * sg > e.info().max_workgroup_invocations))
       warps /= 2;
-    const auto& p = e.pipeline(ShaderId::attention_coopmat_f16, {{0, warps * sg}, {1, warps}}, options);
+    const auto& p = e.pipeline(f16 ? ShaderId::attention_coopmat_f16_kvf16 : ShaderId::attention_coopmat_f16,
+                               {{0, warps * sg}, {1, warps}}, options);
     const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
-    if (groups > e.info().max_workgroup_count[0]) fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
-    e.dispatch(p, {e.buffer(op.q), e.buffer(op.k_cache), e.buffer(op.v_cache), e.buffer(op.positions),
-                   e.buffer(op.out)},
-               as_push(push), {uint32_t(groups), 1, 1});
-    e.note_variant(cat("attention_coopmat_f16 (", warps, warps == 1 ? " subgroup)" : " subgroups)"));
+    if (groups > e.info().max_workgroup_count[0])
+      fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
+    e.dispatch(p, {q, k, v, pos, out, seq, pages}, as_push(push), {uint32_t(groups), 1, 1});
+    e.note_variant(cat("attention_coopmat_f16", cache_suffix, " (", warps, warps == 1 ? " subgroup)" : " subgroups)"));
     return;
   }
-  const auto& p = e.pipeline(ShaderId::attention_f32, {{0, kLocal}});
-  const uint32_t rows = push.n_tokens * push.n_heads;
+  const auto& p = e.pipeline(f16 ? ShaderId::attention_f32_kvf16 : ShaderId::attention_f32, {{0, kLocal}});
+  const std::string f32_name = cat("attention_f32", cache_suffix);
+  const uint32_t rows = to_u32(op.n_tokens * op.n_heads, "attention rows");
   const uint32_t groups = std::min<uint32_t>(rows, e.info().max_workgroup_count[0]);
-  const struct { Push base; uint32_t split_keys; } whole{push, 0};
-  const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
-                   out = e.buffer(op.out);
-  const int64_t min_split = (op.ctx + 63) / 64;  // at most 64 splits
+  const int64_t min_split = (ctx + 63) / 64;  // at most 64 splits
   const int64_t split_keys = std::max<int64_t>(kLocal, (min_split + kLocal - 1) / kLocal * kLocal);
-  const int64_t n_splits = (op.ctx + split_keys - 1) / split_keys;
+  const int64_t n_splits = (ctx + split_keys - 1) / split_keys;
   if (op.n_tokens > 4 || n_splits < 2 || n_splits > e.info().max_workgroup_count[1]) {
-    e.dispatch(p, {q, k, v, pos, out, out}, as_push(whole), {groups, 1, 1});  // `out` stands in for the partials
-    e.note_variant("attention_f32");
+    // `out` stands in for the partials
+    e.dispatch(p, {q, k, v, pos, out, out, seq, pages}, as_push(push), {groups, 1, 1});
+    e.note_variant(f32_name);
     return;
   }
   // attention_decode: subgroups walk keys on their own (see the shader), for head dims it covers.
@@ -79,8 +97,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   // 32-head model at context 128 still gets 128 workgroups.
   const int64_t decode_split = std::max<int64_t>(32, (min_split + 15) / 16 * 16);
   const int64_t keys_per_split = decode_kernel ? decode_split : split_keys;
-  const int64_t splits = (op.ctx + keys_per_split - 1) / keys_per_split;
-  const struct { Push base; uint32_t split_keys; } split{push, uint32_t(keys_per_split)};
+  const int64_t splits = (ctx + keys_per_split - 1) / keys_per_split;
+  Push split = push;
+  split.split_keys = uint32_t(keys_per_split);
   const BufferSpan partials =
       e.scratch_buffer(uint64_t(rows) * uint64_t(splits) * uint64_t(op.head_dim_v + 2) * 4, "attention partials");
   if (decode_kernel) {
@@ -95,28 +114,31 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.n_tokens,
                                                         .cols = op.n_heads * op.head_dim_v})
                                  : out;  // stand-ins: every declared binding is bound
-    const auto& d = e.pipeline(ShaderId::attention_decode_f32, {{0, decode_local}, {1, merge}, {2, q8_out}}, options);
+    const auto& d = e.pipeline(f16 ? ShaderId::attention_decode_f32_kvf16 : ShaderId::attention_decode_f32,
+                               {{0, decode_local}, {1, merge}, {2, q8_out}}, options);
+    const std::string decode_name = cat("attention_decode_f32", cache_suffix);
     if (merge) {
       // Only the splits that hold keys run: the backend writes their count before each step (a short context is
       // one or two splits, not 64 workgroups per row that find no keys).
       const BufferSpan groups = e.step_split_groups(rows, uint32_t(keys_per_split), uint32_t(splits));
-      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), groups,
+      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages}, as_push(split), groups,
                           {rows, uint32_t(splits), 1});
-      e.note_variant(cat("attention_decode_f32 (up to ", splits, " key splits of ", keys_per_split,
+      e.note_variant(cat(decode_name, " (up to ", splits, " key splits of ", keys_per_split,
                          ", as many as hold keys, merged by the last", q8_out ? "; int8 output)" : ")"));
       return;
     }
-    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8}, as_push(split), {rows, uint32_t(splits), 1});
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages}, as_push(split),
+               {rows, uint32_t(splits), 1});
   } else {
-    e.dispatch(p, {q, k, v, pos, out, partials}, as_push(split), {groups, uint32_t(splits), 1});
+    e.dispatch(p, {q, k, v, pos, out, partials, seq, pages}, as_push(split), {groups, uint32_t(splits), 1});
   }
   e.barrier();
   const struct { uint32_t rows, n_splits, head_dim_v; } combine{rows, uint32_t(splits), push.head_dim_v};
   const auto& c = e.pipeline(ShaderId::attention_combine_f32, {{0, kElementwiseWorkgroup}});
   e.dispatch(c, {partials, out}, as_push(combine),
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
-  e.note_variant(cat(decode_kernel ? "attention_decode_f32" : "attention_f32", " (", splits, " key splits of ",
-                     keys_per_split, ") + attention_combine_f32"));
+  e.note_variant(cat(decode_kernel ? "attention_decode_f32" : "attention_f32", cache_suffix, " (", splits,
+                     " key splits of ", keys_per_split, ") + attention_combine_f32"));
 }
 
 }  // namespace greta::vk

@@ -1,6 +1,6 @@
 // Decode's rope_q + rope_k + k_cache (+ v_cache) as one dispatch of rope_kv.comp (fused by the backend: fusion.h).
 // Q and K are rotated in place as encode_rope does (same frequencies, same rotation code), the rotated K rows and the
-// V rows go to the cache rows named by the positions buffer.
+// V rows go to the cache rows named by the KvRows buffer (the paged cache; f32 or f16 caches, both the same type).
 #include "vk/backend/encoder.h"
 
 namespace greta::vk {
@@ -12,10 +12,10 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
                   q.rope_dims == k.rope_dims && q.pairing == k.pairing && q.base == k.base &&
                   q.freq_scale == k.freq_scale && q.freq_factors == k.freq_factors,
               "rope_q and rope_k differ");
-  GRETA_CHECK(kw.src == k.x && kw.positions == k.positions && kw.n_tokens == k.n_tokens &&
-                  kw.width == k.n_heads * k.head_dim,
+  GRETA_CHECK(kw.src == k.x && kw.n_tokens == k.n_tokens && kw.width == k.n_heads * k.head_dim,
               "k_cache write does not match rope_k");
-  to_u32(kw.ctx * kw.width, "kv cache elements");
+  to_u32(kw.cache_rows * kw.width, "kv cache elements");
+  const bool f16 = e.f16_cache(kw.cache);
   const BufferSpan freq = rope_inv_freq(e, q);
   const BufferSpan qb = e.buffer(q.x), kb = e.buffer(k.x), k_cache = e.buffer(kw.cache);
   // Without a V write the V bindings get K's buffers (never accessed: v_width is 0).
@@ -23,8 +23,9 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   uint32_t v_width = 0;
   if (a.v_write) {
     const engine::KvWriteOp& vw = *a.v_write;
-    GRETA_CHECK(vw.positions == k.positions && vw.n_tokens == k.n_tokens, "v_cache write does not match rope_k");
-    to_u32(vw.ctx * vw.width, "kv cache elements");
+    GRETA_CHECK(vw.rows == kw.rows && vw.n_tokens == k.n_tokens && e.f16_cache(vw.cache) == f16,
+                "v_cache write does not match k_cache");
+    to_u32(vw.cache_rows * vw.width, "kv cache elements");
     v = e.buffer(vw.src);
     v_cache = e.buffer(vw.cache);
     v_width = to_u32(vw.width, "v width");
@@ -36,10 +37,11 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
                          uint64_t(k.n_heads) * uint64_t(k.head_dim - k.rope_dims / 2) + v_width;
   to_u32(int64_t(items) * q.n_tokens, "rope_kv items");
   const bool adjacent = q.pairing == model::RopePairing::Adjacent;
-  const auto& p = e.pipeline(ShaderId::rope_kv_f32, {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
-  e.dispatch(p, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq}, as_push(push),
+  const auto& p = e.pipeline(f16 ? ShaderId::rope_kv_f32_kvf16 : ShaderId::rope_kv_f32,
+                             {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
+  e.dispatch(p, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows)}, as_push(push),
              {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
-  e.note_variant(adjacent ? "rope_kv_f32 (adjacent pairs)" : "rope_kv_f32 (neox halves)");
+  e.note_variant(cat(f16 ? "rope_kv_f32_kvf16" : "rope_kv_f32", adjacent ? " (adjacent pairs)" : " (neox halves)"));
   e.note_variant(a.v_write ? "fused rope_q + rope_k + k/v cache writes" : "fused rope_q + rope_k + k cache write");
 }
 

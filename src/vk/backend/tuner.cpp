@@ -50,7 +50,7 @@ struct MatmulPlan {
 
 MatmulPlan matmul_plan(engine::WeightId weight, int64_t m, int64_t n, int64_t k) {
   MatmulPlan p;
-  p.plan.shape = {m, m, false};
+  p.plan.shape = engine::PlanShape::single(m, m, true, engine::ElemType::F32);
   p.plan.tokens = p.plan.add_buffer("tokens", engine::ElemType::I32, engine::BufferRole::Tokens, m);
   p.plan.positions = p.plan.add_buffer("positions", engine::ElemType::I32, engine::BufferRole::Positions, m);
   p.x = p.plan.add_buffer("x", engine::ElemType::F32, engine::BufferRole::Scratch, m * k);
@@ -67,7 +67,7 @@ public:
   explicit CacheFlush(engine::Backend& backend) : backend_(backend) {
     constexpr int64_t kElems = int64_t(16) << 20;  // floats per buffer
     engine::Plan plan;
-    plan.shape = {1, 1, false};
+    plan.shape = engine::PlanShape::single(1, 1, true, engine::ElemType::F32);
     plan.tokens = plan.add_buffer("tokens", engine::ElemType::I32, engine::BufferRole::Tokens, 1);
     plan.positions = plan.add_buffer("positions", engine::ElemType::I32, engine::BufferRole::Positions, 1);
     const engine::BufferId a = plan.add_buffer("flush a", engine::ElemType::F32, engine::BufferRole::Scratch, kElems);
@@ -76,8 +76,11 @@ public:
     prepared_ = backend.prepare(plan);
   }
   void run() {
-    const int32_t token = 0;
-    backend_.execute(*prepared_, engine::StepInput{std::span<const int32_t>(&token, 1), 0});
+    const int32_t token = 0, position = 0;
+    engine::StepInput step;
+    step.tokens = std::span<const int32_t>(&token, 1);
+    step.positions = std::span<const int32_t>(&position, 1);
+    backend_.execute(*prepared_, step);
     prepared_->op_spans().clear();
   }
 
@@ -99,8 +102,11 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
   auto prepared = backend.prepare(mp.plan);
   set_matmul_config(backend, std::nullopt);
   backend.write(*prepared, mp.x, 0, x);
-  const std::vector<int32_t> tokens(size_t(mp.plan.shape.n_tokens), 0);
-  const engine::StepInput step{tokens, 0};
+  // The plan's only step inputs are tokens and positions (all 0: a matmul reads neither).
+  const std::vector<int32_t> zeros(size_t(mp.plan.shape.n_tokens), 0);
+  engine::StepInput step;
+  step.tokens = zeros;
+  step.positions = zeros;
   backend.execute(*prepared, step);
   Measured m;
   m.output.resize(size_t(mp.plan.buffers[size_t(mp.y)].elems));

@@ -16,6 +16,7 @@
 #include <variant>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "model/quants.h"
 #include "vk/backend/encoder.h"
 #include "vk/backend/fusion.h"
@@ -28,6 +29,12 @@ namespace {
 using engine::BufferId;
 using engine::BufferRole;
 
+// Device bytes of a plan buffer: its elements at their size (F16: 2 bytes), rounded up to whole 32-bit words (the
+// kernels' and vkCmdFillBuffer's unit), at least one word.
+uint64_t buffer_bytes(engine::ElemType type, int64_t elems) {
+  return std::max<uint64_t>((engine::elem_bytes(type, elems) + 3) / 4 * 4, 4);
+}
+
 // A plan on the device. Member order matters: the recorded sequences are destroyed (and waited for) first, then
 // the buffers they use.
 class VkPlan : public engine::PreparedPlan {
@@ -37,8 +44,8 @@ public:
   std::vector<Buffer> owned;                         // scratch, step-input and logits buffers
   std::vector<std::shared_ptr<Buffer>> persistent;   // the KV cache (shared with other plans of the model)
   std::vector<BufferSpan> spans;                     // by BufferId
-  const Buffer* tokens = nullptr;                    // host-visible
-  const Buffer* positions = nullptr;                 // host-visible
+  // The step-input buffers (host-visible; engine::is_step_input roles), written from the StepInput before each step.
+  std::vector<std::pair<BufferId, const Buffer*>> step_inputs;
   std::deque<Buffer> constants;                      // made while encoding (rope frequencies, scratch)
   std::vector<StepSplitGroups> step_groups;          // indirect dispatch sizes written before each step
   std::vector<std::string> variants;                 // by op index: the kernels the op uses
@@ -164,41 +171,58 @@ public:
     p->tuning = MatmulTuning{forced_matmul_, &tuned_};
     p->owned.reserve(plan.buffers.size());
     const uint64_t max_range = context_->max_binding_range();
+    // Persistent buffers made (all zeros) or grown (old contents, then zeros) by this plan: one recording does both.
     std::vector<BufferSpan> fresh_persistent;
+    std::vector<std::pair<std::shared_ptr<Buffer>, BufferSpan>> grown;  // (old buffer, the new one's span)
     for (size_t i = 0; i < plan.buffers.size(); ++i) {
       const engine::BufferDecl& b = plan.buffers[i];
-      const uint64_t bytes = std::max<uint64_t>(uint64_t(b.elems) * 4, 4);
+      const uint64_t bytes = buffer_bytes(b.type, b.elems);
       if (bytes > max_range)
         fail("vk: buffer ", b.name, " needs ", format_bytes(double(bytes)), ", more than one binding of ",
              context_->info().name, " may cover (", format_bytes(double(max_range)), "); use a smaller --ctx or batch");
       if (b.role == BufferRole::Persistent) {
-        auto& shared = persistent_[b.name];
-        if (!shared) {
-          shared = std::make_shared<Buffer>(allocator_->create_buffer(bytes, MemoryUse::device, b.name));
-          fresh_persistent.push_back(shared->span());
+        Persistent& shared = persistent_[b.name];
+        if (!shared.buffer) {
+          shared = {std::make_shared<Buffer>(allocator_->create_buffer(bytes, MemoryUse::device, b.name)), b.type};
+          fresh_persistent.push_back(shared.buffer->span());
+        } else if (shared.type != b.type) {
+          fail("vk: persistent buffer ", b.name, " changed type from ", engine::elem_type_name(shared.type), " to ",
+               engine::elem_type_name(b.type));
+        } else if (shared.buffer->size() < bytes) {
+          // The engine grew its page pool: a larger buffer with the old contents in front. Plans prepared before
+          // keep the old buffer alive until the engine drops them (they must not run again).
+          auto larger = std::make_shared<Buffer>(allocator_->create_buffer(bytes, MemoryUse::device, b.name));
+          grown.emplace_back(shared.buffer, larger->span());
+          shared.buffer = std::move(larger);
         }
-        GRETA_CHECK(shared->size() == bytes, "persistent buffer ", b.name, " changed size");
-        p->persistent.push_back(shared);
-        p->spans[i] = shared->span();
+        // A plan that declares it smaller (never the engine's) sees the front of the larger buffer.
+        p->persistent.push_back(shared.buffer);
+        p->spans[i] = shared.buffer->span();
         continue;
       }
-      const bool step_input = b.role == BufferRole::Tokens || b.role == BufferRole::Positions;
+      const bool step_input = engine::is_step_input(b.role);
       p->owned.push_back(allocator_->create_buffer(bytes, step_input ? MemoryUse::upload : MemoryUse::device, b.name));
       p->spans[i] = p->owned.back().span();
-      if (b.role == BufferRole::Tokens) p->tokens = &p->owned.back();
-      if (b.role == BufferRole::Positions) p->positions = &p->owned.back();
+      if (step_input) {
+        GRETA_CHECK(b.type == engine::ElemType::I32, "step input ", b.name, " is not I32");
+        p->step_inputs.emplace_back(BufferId(i), &p->owned.back());
+      }
     }
-    GRETA_CHECK(p->tokens && p->positions, "plan without step input buffers");
     if (plan.logits != engine::kNoBuffer)
       p->logits_readback.emplace(allocator_->create_buffer(
           std::max<uint64_t>(uint64_t(plan.buffers[size_t(plan.logits)].elems) * 4, 4), MemoryUse::readback,
           "logits read-back"));
-    if (!fresh_persistent.empty()) {  // a new KV cache starts as zeros, never as stale memory
-      RecordedSequence clear(*context_, "clear persistent");
-      clear.record([&](Recorder& r) {
+    if (!fresh_persistent.empty() || !grown.empty()) {  // a new KV cache starts as zeros, never as stale memory
+      RecordedSequence init(*context_, "initialize persistent");
+      init.record([&](Recorder& r) {
         for (const auto& s : fresh_persistent) r.fill(s, 0);
+        for (const auto& [old, to] : grown) {
+          const uint64_t kept = old->size();
+          r.copy(old->span(), {to.buffer, to.offset, kept}, "keep persistent contents");
+          r.fill({to.buffer, to.offset + kept, to.size - kept}, 0);
+        }
       });
-      clear.run();
+      init.run();
     }
     sequence(*p, {0, plan.ops.size()}, false);  // record the full step now: prepare() is where the cost belongs
     if (const char* log = std::getenv("GRETA_VK_LOG_KERNELS"); log && *log && std::string_view(log) != "0")
@@ -210,22 +234,24 @@ public:
   void execute(engine::PreparedPlan& prepared, const engine::StepInput& step, engine::OpRange range) override {
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const engine::Plan& plan = p.plan();
-    const int64_t n = plan.shape.n_tokens;
-    GRETA_CHECK(int64_t(step.tokens.size()) == n, "step has ", step.tokens.size(), " tokens, plan ", n);
-    GRETA_CHECK(step.start_pos >= 0 && step.start_pos + n <= plan.shape.ctx, "start ", step.start_pos);
+    for (const auto& [id, buffer] : p.step_inputs) {
+      const engine::BufferDecl& b = plan.buffers[size_t(id)];
+      const std::span<const int32_t> values = step.for_role(b.role);
+      GRETA_CHECK(int64_t(values.size()) == b.elems, "step input ", b.name, " has ", values.size(), " values, plan ",
+                  b.elems);
+    }
     GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
     if (range.begin == range.end) return;
 
     RecordedSequence& seq = sequence(p, range, profiling_);  // records on first use (registers step_groups)
-    auto* tokens = static_cast<int32_t*>(p.tokens->mapped());
-    auto* positions = static_cast<int32_t*>(p.positions->mapped());
-    for (int64_t t = 0; t < n; ++t) {
-      tokens[t] = step.tokens[size_t(t)];
-      positions[t] = int32_t(step.start_pos + t);
+    for (const auto& [id, buffer] : p.step_inputs) {
+      const std::span<const int32_t> values = step.for_role(plan.buffers[size_t(id)].role);
+      std::memcpy(buffer->mapped(), values.data(), values.size_bytes());
+      buffer->flush(0, values.size_bytes());
     }
-    p.tokens->flush(0, uint64_t(n) * 4);
-    p.positions->flush(0, uint64_t(n) * 4);
-    const uint64_t last_pos = uint64_t(step.start_pos + n - 1);
+    // Decode attention runs the key splits that hold keys of the step's longest sequence (OpEncoder::
+    // step_split_groups); the positions are engine-checked, so max_len() is within every plan's context.
+    const uint64_t last_pos = uint64_t(step.max_len() - 1);
     for (const StepSplitGroups& g : p.step_groups) {
       const uint32_t used = uint32_t(std::min<uint64_t>(g.max_splits, (last_pos + g.split_keys) / g.split_keys));
       const uint32_t groups[3] = {g.rows, used, 1};
@@ -252,6 +278,12 @@ public:
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, dst.size());
     if (dst.empty()) return;
+    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
+      std::vector<uint16_t> halves(dst.size());
+      transfer_->download(s, halves.data(), s.size);
+      for (size_t i = 0; i < halves.size(); ++i) dst[i] = fp16_to_fp32(halves[i]);
+      return;
+    }
     if (buffer == p.plan().logits && p.logits_fresh) {
       const uint64_t at = uint64_t(offset) * 4;
       p.logits_readback->invalidate(at, dst.size_bytes());
@@ -265,10 +297,15 @@ public:
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, src.size());
     if (buffer == p.plan().logits) p.logits_fresh = false;
-    if (!src.empty()) {
+    if (src.empty()) return;
+    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
+      std::vector<uint16_t> halves(src.size());
+      for (size_t i = 0; i < halves.size(); ++i) halves[i] = fp32_to_fp16(src[i]);
+      transfer_->upload(s, halves.data(), s.size);
+    } else {
       transfer_->upload(s, src.data(), src.size_bytes());
-      context_->queue().wait_all();
     }
+    context_->queue().wait_all();
   }
 
 private:
@@ -292,10 +329,11 @@ private:
   BufferSpan checked_span(VkPlan& p, BufferId buffer, int64_t offset, size_t count) const {
     const auto& decls = p.plan().buffers;
     GRETA_CHECK(buffer >= 0 && size_t(buffer) < decls.size(), "buffer ", buffer);
-    GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= decls[size_t(buffer)].elems, "range of ",
-                decls[size_t(buffer)].name);
+    const engine::BufferDecl& b = decls[size_t(buffer)];
+    GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= b.elems, "range of ", b.name);
     const BufferSpan whole = p.spans[size_t(buffer)];
-    return {whole.buffer, whole.offset + uint64_t(offset) * 4, uint64_t(count) * 4};
+    return {whole.buffer, whole.offset + engine::elem_bytes(b.type, offset),
+            engine::elem_bytes(b.type, int64_t(count))};
   }
 
   // The recorded commands for ops [range) of the plan, recorded on first use.
@@ -304,10 +342,11 @@ private:
     if (slot) return *slot;
     slot = std::make_unique<RecordedSequence>(*context_, cat("ops ", range.begin, "..", range.end),
                                               SequenceOptions{.profile = profile});
-    const OpEncoder::Resources resources{context_.get(), pipelines_.get(), allocator_.get(), transfer_.get(),
-                                         &weights_,      &p.spans,         &p.constants,     options_.matmul,
-                                         f16_attention_,
-                                         int8_activations(), &p.tuning,  &p.step_groups};
+    const OpEncoder::Resources resources{context_.get(),    pipelines_.get(), allocator_.get(),
+                                         transfer_.get(),   &weights_,        &p.spans,
+                                         &p.plan().buffers, &p.constants,     options_.matmul,
+                                         f16_attention_,    int8_activations(), &p.tuning,
+                                         &p.step_groups};
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
@@ -352,6 +391,7 @@ private:
                 else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
                 else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
                 else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
+                else if constexpr (std::is_same_v<T, engine::GatherRowsOp>) encode_gather_rows(e, op);
                 else encode_add(e, op);
               },
               ops[i].op);
@@ -374,7 +414,12 @@ private:
   std::unique_ptr<Transfer> transfer_;
   std::unique_ptr<Pipelines> pipelines_;
   std::vector<DeviceWeight> weights_;
-  std::map<std::string, std::shared_ptr<Buffer>> persistent_;
+  // Persistent buffers (the KV cache) by name: the newest (largest) buffer of each, shared with the plans using it.
+  struct Persistent {
+    std::shared_ptr<Buffer> buffer;
+    engine::ElemType type = engine::ElemType::F32;
+  };
+  std::map<std::string, Persistent> persistent_;
   bool f16_attention_ = true;  // false for models with F32 weight matrices (their users asked for f32 accuracy)
   DeviceKey device_key_;
   std::string tuning_path_;                            // the tuning cache file ("" without a cache directory)

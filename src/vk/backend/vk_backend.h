@@ -4,11 +4,12 @@
 //   load_weights  matrices are uploaded once in their GGUF format (quantized blocks as stored; the kernels
 //                 dequantize), split into several buffers at whole rows when one binding cannot hold them
 //                 (memory.h: SplitBuffer); 1-row weights (norms, biases, rope factors) are decoded to f32 on the host.
-//   prepare       device buffers for the plan (the KV cache shared by name across plans), then every op encoded
-//                 once by its op_*.cpp into a command buffer that each step resubmits.
-//   execute       token ids and positions are written into host-visible buffers, the recorded commands are
-//                 submitted, and the step waits on a timeline semaphore. A sub-range of ops (verify mode) gets its own
-//                 recorded command buffer, made on first use.
+//   prepare       device buffers for the plan (the KV page pool shared by name across plans, and enlarged with its
+//                 contents kept when a plan declares it larger), then every op encoded once by its op_*.cpp into a
+//                 command buffer that each step resubmits. F16 buffers (KV caches) take 2 bytes per element.
+//   execute       the step input (token ids, positions, KV rows, sequence rows, page table, logit rows) is written
+//                 into host-visible buffers, the recorded commands are submitted, and the step waits on a timeline
+//                 semaphore. A sub-range of ops (verify mode) gets its own recorded command buffer, made on first use.
 // GRETA_VK_LOG_KERNELS=1 prints the kernels (shader variants) each op of every prepared plan uses to stderr.
 #pragma once
 #include <memory>
