@@ -104,3 +104,64 @@ TEST_CASE("verify: bad token lists are errors") {
   const std::vector<TokenId> bad = {1, 100000};
   CHECK_THROWS_AS(verify(m.config, m.weights, a, b, bad), Error);
 }
+
+namespace {
+
+// Adds an error to the attention output of one sequence's tokens only: a kernel that mixes up sequences.
+class OneSequenceNoiseBackend : public cpu::CpuBackend {
+public:
+  using cpu::CpuBackend::CpuBackend;
+  std::string name() const override { return "cpu with noise in sequence 1's attention"; }
+
+protected:
+  void run_op(cpu::CpuPlan& plan, const PlanOp& op) override {
+    cpu::CpuBackend::run_op(plan, op);
+    const auto* a = std::get_if<AttentionOp>(&op.op);
+    if (!a) return;
+    const int32_t* seq = i32(plan, a->seq);
+    float* out = f32(plan, a->out);
+    const int64_t row = a->n_heads * a->head_dim_v;
+    for (int64_t t = 0; t < a->n_tokens; ++t)
+      if (seq[t] == 1)
+        for (int64_t i = 0; i < row; ++i) out[t * row + i] *= 1.05f;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("verify: a batched step of two sequences and padding; the failure names the sequence and token") {
+  const LoadedModel m = load("stories260K.gguf");
+  PlanShape shape;
+  shape.n_tokens = 16;
+  shape.n_seqs = 3;
+  shape.n_logit_rows = 16;
+  shape.kv = {.page_size = 32, .n_pages = 5, .pages_per_seq = 2, .type = ElemType::F16};
+  const Plan plan = build_plan(m.config, m.weights, shape);
+  // Sequence 0: 7 tokens at positions 0..6 on page 3; sequence 1: 8 tokens at 0..7 on page 1; one padding token.
+  StepArrays a;
+  a.page_table = {3, 4, 1, 2, 0, 0};
+  for (int t = 0; t < 16; ++t) {
+    const bool first = t < 7, pad = t == 15;
+    const int pos = pad ? 0 : first ? t : t - 7;
+    a.tokens.push_back(pad ? 0 : kTokens[size_t(t % 9)]);
+    a.positions.push_back(pos);
+    a.seq.push_back(pad ? 2 : first ? 0 : 1);
+    a.kv_rows.push_back(pad ? 0 : (first ? 3 : 1) * 32 + pos);
+  }
+  cpu::CpuBackend reference({.threads = 2}), same({.threads = 3});
+  OneSequenceNoiseBackend broken({.threads = 2});
+  for (Backend* b : {static_cast<Backend*>(&reference), static_cast<Backend*>(&same), static_cast<Backend*>(&broken)})
+    b->load_weights(m.weights.table);
+  auto ref_plan = reference.prepare(plan), same_plan = same.prepare(plan), broken_plan = broken.prepare(plan);
+  VerifyReport ok, bad;
+  verify_step(same, *same_plan, reference, *ref_plan, a.view(), 0, {.max_nmse = 0.0}, ok);
+  CHECK_MESSAGE(ok.ok(), ok.summary());
+  verify_step(broken, *broken_plan, reference, *ref_plan, a.view(), 0, {.max_nmse = 1e-6}, bad);
+  REQUIRE_FALSE(bad.ok());
+  MESSAGE(bad.summary());
+  CHECK(bad.first_failure->kind == OpKind::Attention);
+  CHECK(bad.first_failure->layer == 0);
+  CHECK(bad.first_failure->seq == 1);
+  CHECK(bad.first_failure->token >= 7);
+  CHECK(bad.summary().find("in sequence 1 at token") != std::string::npos);
+}
