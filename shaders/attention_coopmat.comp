@@ -39,13 +39,18 @@
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef CACHE_F16
-#extension GL_EXT_shader_16bit_storage : require
-#define CACHE_VEC4 f16vec4
+// Four halves as two 32-bit words: one 8-byte load per staged item, converted bit for bit (unpackFloat2x16).
+#define CACHE_VEC4 uvec2
+#define TO_F16VEC4(r) f16vec4(unpackFloat2x16((r).x), unpackFloat2x16((r).y))
 #else
 #define CACHE_VEC4 vec4
+#define TO_F16VEC4(r) f16vec4(r)
 #endif
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint WARPS = 4;
+// Positions per KV page (= the push constant page_size; a constant so that the lookup is a shift): a multiple of the
+// 32-key block (the host checks), so a block's keys lie on one page and take one page-table lookup.
+layout(constant_id = 2) const uint PAGE_SIZE = 32;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       // D % 16 == 0: rows start on a vec4
 layout(binding = 1) readonly buffer K { CACHE_VEC4 k_cache[]; };
 layout(binding = 2) readonly buffer V { CACHE_VEC4 v_cache[]; };
@@ -118,31 +123,36 @@ void sync_subgroup() {
   subgroupBarrier();
 }
 
-// Staging item i (< BC * D4) of a block: element d4 of key j0 + kk, kk = i / D4, of the sequence whose page-table
-// row starts at page_base. kv_load issues the global load (the key clamped to the last one, kv_end >= 1; nothing uses
+// Staging item i (< BC * D4) of a block: element d4 of key j0 + kk, kk = i / D4, of the run's sequence; the block
+// (j0 % BC == 0) lies on one page, whose first row for key j0 is block_row (block_row_of). kv_load issues the global load (the key clamped to the last one, kv_end >= 1; nothing uses
 // the data, so nothing waits for it); KV_STAGE converts it into the tile after the block's multiply-adds, zero past
 // the last key. Cache rows are `stride4` vec4 apart, this KV head's elements start at `head4`.
-CACHE_VEC4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint page_base, uint D4, uint stride4, uint head4) {
-  const uint kk = i / D4, j = min(j0 + kk, kv_end - 1u);
-  const uint row = uint(pages[page_base + j / pc.page_size]) * pc.page_size + j % pc.page_size;
+CACHE_VEC4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint block_row, uint D4, uint stride4, uint head4) {
+  const uint kk = i / D4, row = block_row + min(kk, kv_end - 1u - j0);
   const uint at = row * stride4 + head4 + (i - kk * D4);
   return is_v ? v_cache[at] : k_cache[at];
 }
 
+// The cache row of key j0 (a block's first) of the sequence whose page-table row starts at page_base.
+uint block_row_of(uint page_base, uint j0) { return uint(pages[page_base + j0 / PAGE_SIZE]) * PAGE_SIZE + j0 % PAGE_SIZE; }
+
 // Staging loop bodies (it: a constant after unrolling, so kr / vr stay in registers).
-#define KV_PREFETCH(j0, with_v)                                                                  \
-  [[unroll]] for (uint it = 0; it < ITEMS; ++it)                                                 \
-    if (tid + it * WG < BC * D4) {                                                               \
-      kr[it] = kv_load(false, tid + it * WG, (j0), kv_end, page_base, D4, kv_stride4, kv_head4); \
-      if (with_v) vr[it] = kv_load(true, tid + it * WG, (j0), kv_end, page_base, D4, kv_stride4, kv_head4); \
-    }
+#define KV_PREFETCH(j0, with_v)                                                                      \
+  {                                                                                                  \
+    const uint block_row = block_row_of(page_base, (j0));                                            \
+    [[unroll]] for (uint it = 0; it < ITEMS; ++it)                                                   \
+      if (tid + it * WG < BC * D4) {                                                                 \
+        kr[it] = kv_load(false, tid + it * WG, (j0), kv_end, block_row, D4, kv_stride4, kv_head4);   \
+        if (with_v) vr[it] = kv_load(true, tid + it * WG, (j0), kv_end, block_row, D4, kv_stride4, kv_head4); \
+      }                                                                                              \
+  }
 #define KV_STAGE(j0, with_v)                                                                     \
   [[unroll]] for (uint it = 0; it < ITEMS; ++it) {                                               \
     const uint i = tid + it * WG, kk = i / D4, d4 = i - kk * D4;                                 \
     if (i < BC * D4) {                                                                           \
       const bool in_range = (j0) + kk < kv_end;                                                  \
-      kv[kk * DP + d4] = f16vec4(in_range ? kr[it] : CACHE_VEC4(0.0));                           \
-      if (with_v) kv[KV + kk * DP + d4] = f16vec4(in_range ? vr[it] : CACHE_VEC4(0.0));          \
+      kv[kk * DP + d4] = in_range ? TO_F16VEC4(kr[it]) : f16vec4(0.0);                            \
+      if (with_v) kv[KV + kk * DP + d4] = in_range ? TO_F16VEC4(vr[it]) : f16vec4(0.0);           \
     }                                                                                            \
   }
 

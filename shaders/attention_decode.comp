@@ -7,7 +7,7 @@
 // [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads), of the
 // token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] * pages_per_seq + j / page_size] *
 // page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or f16 with CACHE_F16 (read as
-// f16vec4 through 16-bit storage, computed in f32). Each
+// two 32-bit words per 4 halves, computed in f32). Each
 // subgroup walks its own keys (subgroup s of S takes keys s, s + S, ...), KEYS at a time: lane i holds dims
 // 4i .. 4i + 3 (+ 4 * subgroup size * c) of q, scores each key with one vec4 dot product and a subgroupAdd (a whole
 // key row is one coalesced read by the subgroup), and keeps its own online softmax (running max m, denominator l)
@@ -29,10 +29,12 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
 #ifdef CACHE_F16
-#extension GL_EXT_shader_16bit_storage : require
-#define CACHE_VEC4 f16vec4
+// Four halves as two 32-bit words: one 8-byte load per lane and key, unpacked to f32.
+#define CACHE_VEC4 uvec2
+#define LOAD4(r) vec4(unpackHalf2x16((r).x), unpackHalf2x16((r).y))
 #else
 #define CACHE_VEC4 vec4
+#define LOAD4(r) (r)
 #endif
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };
@@ -47,6 +49,10 @@ layout(binding = 8) readonly buffer Seq { int seq[]; };
 layout(binding = 9) readonly buffer Pages { int pages[]; };
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
+// Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift): a power of
+// two and a multiple of KEYS (the host checks), so the KEYS keys a subgroup scores together (j0 % KEYS == 0: splits
+// and strides are multiples of KEYS) lie on one page and share one page-table lookup.
+layout(constant_id = 3) const uint PAGE_SIZE = 32;
 #include "q8_rows.glsl"
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
@@ -121,9 +127,7 @@ void merge_splits(uint th, uint t, uint h) {
 }
 
 // The cache row of key j of the sequence whose page-table row starts at page_base.
-uint cache_row(uint page_base, uint j) {
-  return uint(pages[page_base + j / pc.page_size]) * pc.page_size + j % pc.page_size;
-}
+uint cache_row(uint page_base, uint j) { return uint(pages[page_base + j / PAGE_SIZE]) * PAGE_SIZE + j % PAGE_SIZE; }
 
 void main() {
   const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
@@ -142,16 +146,19 @@ void main() {
     acc[c] = vec4(0.0);
   }
   float m = -1.0 / 0.0, l = 0.0;
+  // The page-table lookup of the next group is issued an iteration ahead, so the K loads never wait for it.
+  uint row0 = key_begin + sg * KEYS < key_end ? cache_row(page_base, key_begin + sg * KEYS) : 0u;
   for (uint j0 = key_begin + sg * KEYS; j0 < key_end; j0 += n_sg * KEYS) {
+    const uint j_next = j0 + n_sg * KEYS;
+    const uint next_row0 = j_next < key_end ? cache_row(page_base, j_next) : 0u;
     float s[KEYS];
-    uint row[KEYS];  // the keys' cache rows
+    uint row[KEYS];  // the keys' cache rows: one page-table lookup for the group (one page, see PAGE_SIZE)
     [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-      const uint j = min(j0 + k, key_end - 1u);  // past the end: score a valid key, then drop it below
-      row[k] = cache_row(page_base, j);
+      row[k] = row0 + min(k, key_end - 1u - j0);  // past the end: score a valid key, then drop it below
       float part = 0.0;
       [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
         const uint d4 = lane + c * sgs;
-        if (d4 < D4) part += dot(qv[c], vec4(k4[row[k] * k_row4 + g * D4 + d4]));
+        if (d4 < D4) part += dot(qv[c], LOAD4(k4[row[k] * k_row4 + g * D4 + d4]));
       }
       s[k] = subgroupAdd(part);
     }
@@ -171,9 +178,10 @@ void main() {
       const uint d4 = lane + c * sgs;
       if (d4 >= DV4) continue;
       vec4 a = acc[c] * corr;
-      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * vec4(v4[row[k] * v_row4 + g * DV4 + d4]);
+      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * LOAD4(v4[row[k] * v_row4 + g * DV4 + d4]);
       acc[c] = a;
     }
+    row0 = next_row0;
   }
 
   // Merge the subgroups: M = max m_s, acc = sum exp(m_s - M) acc_s, l = sum exp(m_s - M) l_s.

@@ -20,6 +20,8 @@ greta_add_shader(rope_f32 rope.comp)
 # cache buffer's type (op_kv_write.cpp, op_attention.cpp, op_rope_kv.cpp).
 greta_add_shader(kv_write_f32 kv_write.comp)
 greta_add_shader(kv_write_f16 kv_write.comp DEFINES CACHE_F16)
+greta_add_shader(kv_write_f32_vec4 kv_write.comp DEFINES VEC4)
+greta_add_shader(kv_write_f16_vec4 kv_write.comp DEFINES CACHE_F16 VEC4)
 greta_add_shader(attention_f32 attention.comp)
 greta_add_shader(attention_f32_kvf16 attention.comp DEFINES CACHE_F16)
 greta_add_shader(gather_rows_f32 gather_rows.comp)

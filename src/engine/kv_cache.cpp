@@ -9,9 +9,8 @@ namespace greta::engine {
 KvCache::KvCache(int64_t page_size, int64_t initial_pages, int64_t max_pages)
     : page_size_(page_size), capacity_(std::min(initial_pages, max_pages)), max_pages_(max_pages) {
   GRETA_CHECK(page_size >= 1 && initial_pages >= 2 && max_pages >= 2, "KV cache of ", max_pages, " pages of ", page_size);
-  refs_.assign(size_t(max_pages_), 0);
+  refs_.assign(size_t(capacity_), 0);
   refs_[0] = 1;  // the sink is never handed out
-  free_.reserve(size_t(max_pages_));
   for (int64_t p = capacity_ - 1; p >= 1; --p) free_.push_back(int32_t(p));
 }
 
@@ -74,6 +73,7 @@ int32_t KvCache::take_page() {
   if (free_.empty()) {
     if (capacity_ >= max_pages_) return -1;
     const int64_t grown = std::min(max_pages_, std::max<int64_t>(capacity_ * 2, capacity_ + 1));
+    refs_.resize(size_t(grown), 0);
     for (int64_t p = grown - 1; p >= capacity_; --p) free_.push_back(int32_t(p));
     capacity_ = grown;
   }

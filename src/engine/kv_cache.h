@@ -10,8 +10,8 @@
 // full blocks for the same reason). truncate() that cuts into a shared page gives that page up the same way.
 //
 // Memory: the pool grows geometrically (capacity doubles, up to max_pages, the budget) as pages are used; the
-// engine re-prepares its plans when capacity() changes. Nothing here allocates per step: the free list and the
-// reference counts are sized by the budget up front (a few bytes a page).
+// engine re-prepares its plans when capacity() changes. The free list and the reference counts grow with the pool
+// (a few bytes a page); nothing here allocates per step otherwise.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -67,7 +67,7 @@ private:
 
   int64_t page_size_, capacity_, max_pages_;
   int64_t used_ = 0, live_count_ = 0;
-  std::vector<int32_t> refs_;        // [max_pages]
+  std::vector<int32_t> refs_;        // [capacity]
   std::vector<int32_t> free_;        // free pages below capacity_ (a stack: the lowest page is taken first)
   std::vector<Sequence> seqs_;       // by SeqId; released slots are reused
   std::vector<SeqId> free_ids_;

@@ -50,7 +50,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                   to_u32(op.pages_per_seq, "pages per sequence")};
   const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
                    out = e.buffer(op.out), seq = e.buffer(op.seq), pages = e.buffer(op.page_table);
-  const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v &&
+  // attention_coopmat stages 32-key blocks that must lie on one page; attention_decode scores 4 keys on one page.
+  const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v && op.page_size % 32 == 0 &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
                        e.info().max_shared_memory >= coopmat_attention_shared_bytes(1) &&
                        e.info().subgroup_size >= 32 && e.info().compute_full_subgroups &&
@@ -67,7 +68,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                          warps * sg > e.info().max_workgroup_invocations))
       warps /= 2;
     const auto& p = e.pipeline(f16 ? ShaderId::attention_coopmat_f16_kvf16 : ShaderId::attention_coopmat_f16,
-                               {{0, warps * sg}, {1, warps}}, options);
+                               {{0, warps * sg}, {1, warps}, {2, uint32_t(op.page_size)}}, options);
     const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
     if (groups > e.info().max_workgroup_count[0])
       fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
@@ -92,7 +93,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   const uint32_t sg = e.info().subgroup_size, decode_local = std::max<uint32_t>(sg, 128);
   const bool decode_kernel = op.head_dim % 4 == 0 && op.head_dim_v % 4 == 0 && op.head_dim <= 16 * int64_t(sg) &&
                              op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&
-                             e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0];
+                             e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0] &&
+                             op.page_size % 4 == 0;
   // Its splits: at most 64, of at least 32 keys (a multiple of the 16 keys its 4 subgroups score per step), so a
   // 32-head model at context 128 still gets 128 workgroups.
   const int64_t decode_split = std::max<int64_t>(32, (min_split + 15) / 16 * 16);
@@ -115,7 +117,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                                         .cols = op.n_heads * op.head_dim_v})
                                  : out;  // stand-ins: every declared binding is bound
     const auto& d = e.pipeline(f16 ? ShaderId::attention_decode_f32_kvf16 : ShaderId::attention_decode_f32,
-                               {{0, decode_local}, {1, merge}, {2, q8_out}}, options);
+                               {{0, decode_local}, {1, merge}, {2, q8_out}, {3, uint32_t(op.page_size)}}, options);
     const std::string decode_name = cat("attention_decode_f32", cache_suffix);
     if (merge) {
       // Only the splits that hold keys run: the backend writes their count before each step (a short context is
