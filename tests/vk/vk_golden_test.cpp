@@ -3,12 +3,15 @@
 // and verify mode (engine/verify.h) finds no op that diverges from the CPU.
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <map>
 #include <set>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "engine/model.h"
 #include "engine/engine.h"
+#include "engine/batch_scenario.h"
 #include "engine/golden_run.h"
 #include "engine/verify.h"
 #include "model/gguf.h"
@@ -63,5 +66,64 @@ TEST_CASE("vk verify: no op diverges from the CPU reference on the shared models
     MESSAGE(line);
     CHECK(report.ok());
     CHECK(vk::validation_messages(*vk).empty());
+  }
+}
+
+// The goldens as concurrent sequences beside six others (tests/engine/golden_run.h), f32 and f16 KV caches, on one
+// model per architecture and weight class (every model runs on the CPU backend; here the kernels' paged paths are
+// what is new, and lavapipe's time is CI's).
+TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f32 and f16 KV") {
+  const std::set<std::string> models = {"stories260K.gguf", "stories260K-q4_0.gguf", "synth-llama-d256-q4_k_m.gguf",
+                                        "synth-qwen2-d256-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf",
+                                        "synth-llama-tied-d256-q8_0.gguf"};
+  std::map<std::string, std::vector<test::GoldenCase>> by_model;
+  for (const std::string& file : test::golden_json_files()) {
+    test::GoldenCase g = test::load_golden(file);
+    if (models.count(std::filesystem::path(g.model_path).filename().string()))
+      by_model[g.model_path].push_back(std::move(g));
+  }
+  REQUIRE(by_model.size() == models.size());
+  for (const auto& [model, cases] : by_model)
+    for (ElemType kv : {ElemType::F32, ElemType::F16}) {
+      auto backend = vk::create_vk_backend();
+      const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, std::move(backend), kv);
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const test::GoldenResult& r = results[i];
+        MESSAGE(cases[i].name, " batched, ", elem_type_name(kv), " KV: worst row NMSE ", r.worst_row_nmse, " (limit ",
+                r.limit, "), greedy ", r.greedy_compared, "/", cases[i].greedy_tokens.size());
+        CHECK(r.tokenization_ok);
+        CHECK(r.worst_row_nmse <= r.limit);
+        CHECK(r.greedy_ok);
+      }
+    }
+}
+
+// Many sequences on the Vulkan backend give each sequence what it gets alone (within the op tolerances: the kernels
+// differ between step shapes, so not bit for bit as on the CPU).
+TEST_CASE("vk batched steps equal each sequence run alone") {
+  for (const std::string name : {"stories260K-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf"}) {
+    CAPTURE(name);
+    const std::string path = test::shared_path("models/" + name);
+    // f32 activations in the decode matvecs (int8 ones round each op's input, ~1e-5, and would hide the check).
+    vk::VkBackendOptions options;
+    options.q8_activations = false;
+    Engine batched = Engine::open(path, vk::create_vk_backend(options), {.ctx = 128, .max_batch = 64, .max_seqs = 6});
+    const auto seqs = test::run_batch_scenario(batched);
+    CHECK(batched.kv_cache().used_pages() == 0);
+    Engine alone = Engine::open(path, vk::create_vk_backend(options), {.ctx = 128, .max_batch = 128});
+    // f16-operand matmuls (cooperative matrices) in steps of more than 4 tokens; else f32 kernels whose summation
+    // orders differ between step shapes (~1e-9 after the layers). A sequence mixed up with another: NMSE ~1.
+    const double limit = vk::uses_cooperative_matrix(alone.backend()) ? 1e-5 : 1e-7;
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      CAPTURE(k);
+      alone.reset();
+      const std::vector<float> all = alone.prefill_all_logits(seqs[k].history);
+      const size_t vocab = size_t(alone.vocab_size());
+      for (const auto& [pos, row] : seqs[k].logits) {
+        const double e = test::nmse(row.data(), all.data() + size_t(pos) * vocab, vocab);
+        CHECK_MESSAGE(e <= limit, "position ", pos, ": NMSE ", e);
+      }
+    }
+    CHECK(vk::validation_messages(batched.backend()).empty());
   }
 }
