@@ -198,4 +198,14 @@ inline std::vector<std::string> golden_json_files() {
   return files;
 }
 
+// The golden cases grouped by model file (each model's two prompts), for the batched runs.
+inline std::map<std::string, std::vector<GoldenCase>> golden_cases_by_model() {
+  std::map<std::string, std::vector<GoldenCase>> by_model;
+  for (const std::string& file : golden_json_files()) {
+    GoldenCase g = load_golden(file);
+    by_model[g.model_path].push_back(std::move(g));
+  }
+  return by_model;
+}
+
 }  // namespace greta::test

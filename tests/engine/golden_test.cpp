@@ -70,11 +70,7 @@ TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logi
 }
 
 TEST_CASE("golden: both prompts of every model as concurrent sequences beside six others, f32 and f16 KV") {
-  std::map<std::string, std::vector<test::GoldenCase>> by_model;
-  for (const std::string& file : test::golden_json_files()) {
-    test::GoldenCase g = test::load_golden(file);
-    by_model[g.model_path].push_back(std::move(g));
-  }
+  const auto by_model = test::golden_cases_by_model();
   REQUIRE(by_model.size() >= 22);
   for (const auto& [model, cases] : by_model)
     for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16}) {

@@ -419,6 +419,17 @@ TEST_CASE("hip swiglu, residual add, bias add") {
     }
 }
 
+// Prints one golden line (the GPU logs are read as they come), checks it; 1 when it passed.
+static int check_golden(const std::string& summary, const test::GoldenResult& r) {
+  const std::string line = summary + (r.ok() ? "" : "  <-- FAIL");
+  std::printf("golden %s\n", line.c_str());
+  INFO(line);
+  CHECK(r.tokenization_ok);
+  CHECK(r.worst_row_nmse <= r.limit);
+  CHECK(r.greedy_ok);
+  return r.ok() ? 1 : 0;
+}
+
 TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU reference does") {
   HIP_DEVICE_OR_SKIP();
   const auto files = test::golden_json_files();
@@ -429,15 +440,10 @@ TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU ref
     const test::GoldenCase g = test::load_golden(file);
     models.insert(g.model_path);
     const test::GoldenResult r = test::run_golden(g, hip_backend());
-    const std::string line = cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (row ", r.worst_row, ", limit ",
-                                 r.limit, "), overall ", r.overall_nmse, ", greedy equal for ", r.greedy_compared, "/",
-                                 g.greedy_tokens.size(), " steps", r.ok() ? "" : "  <-- FAIL");
-    std::printf("golden %s\n", line.c_str());
-    INFO(line);
-    CHECK(r.tokenization_ok);
-    CHECK(r.worst_row_nmse <= r.limit);
-    CHECK(r.greedy_ok);
-    passed += r.ok() ? 1 : 0;
+    passed += check_golden(cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (row ", r.worst_row, ", limit ", r.limit,
+                               "), overall ", r.overall_nmse, ", greedy equal for ", r.greedy_compared, "/",
+                               g.greedy_tokens.size(), " steps"),
+                           r);
   }
   std::printf("golden: %d/%zu passed\n", passed, files.size());
   std::fflush(stdout);
@@ -448,11 +454,7 @@ TEST_CASE("hip golden: both prompts of every model as concurrent sequences besid
   HIP_DEVICE_OR_SKIP();
   // Multi-sequence steps end to end (tests/engine/golden_run.h): sequences join and leave at different steps,
   // prefill chunks and decode tokens share steps, the page pool is shared; each golden sequence is scored as alone.
-  std::map<std::string, std::vector<test::GoldenCase>> by_model;
-  for (const std::string& file : test::golden_json_files()) {
-    test::GoldenCase g = test::load_golden(file);
-    by_model[g.model_path].push_back(std::move(g));
-  }
+  const auto by_model = test::golden_cases_by_model();
   REQUIRE(by_model.size() >= 22);
   int passed = 0, total = 0;
   for (const auto& [model_path, cases] : by_model)
@@ -460,15 +462,10 @@ TEST_CASE("hip golden: both prompts of every model as concurrent sequences besid
       const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, hip_backend(), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
         const test::GoldenResult& r = results[i];
-        const std::string line = cat(cases[i].name, " batched, ", elem_type_name(kv), " KV: worst row NMSE ",
-                                     r.worst_row_nmse, " (limit ", r.limit, "), greedy ", r.greedy_compared, "/",
-                                     cases[i].greedy_tokens.size(), r.ok() ? "" : "  <-- FAIL");
-        std::printf("golden %s\n", line.c_str());
-        INFO(line);
-        CHECK(r.tokenization_ok);
-        CHECK(r.worst_row_nmse <= r.limit);
-        CHECK(r.greedy_ok);
-        passed += r.ok() ? 1 : 0;
+        passed += check_golden(cat(cases[i].name, " batched, ", elem_type_name(kv), " KV: worst row NMSE ",
+                                   r.worst_row_nmse, " (limit ", r.limit, "), greedy ", r.greedy_compared, "/",
+                                   cases[i].greedy_tokens.size()),
+                               r);
         ++total;
       }
     }

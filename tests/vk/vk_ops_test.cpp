@@ -486,27 +486,32 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
 
 TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dispatch") {
   uint32_t seed = 1100;
-  for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
-    for (int64_t head_dim : {int64_t(64), int64_t(40)})
-      for (bool partial : {false, true})
-        for (bool factors : {false, true})
-          for (int64_t n : {int64_t(1), int64_t(3)})
-            for (bool v_write : {true, false}) {
-              CAPTURE(int(pairing));
-              CAPTURE(head_dim);
-              CAPTURE(partial);
-              CAPTURE(factors);
-              CAPTURE(n);
-              CAPTURE(v_write);
-              auto rc = test::rope_kv_case(pairing, n, head_dim, partial, factors, v_write, seed);
-              const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
-              CHECK_MESSAGE(has(kernels, "rope_q  rope_kv_f32"), kernels);
-              CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
-              CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
-              compare(rc.c, rc.q, 1e-8);
-              compare(rc.c, rc.k, 1e-8);
-              compare(rc.c, rc.v_cache, 1e-12);
-            }
+  // f32 caches over every shape; f16 caches (the engine's default: rope_kv_f32_kvf16, paged rows) over a subset.
+  for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16})
+    for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+      for (int64_t head_dim : {int64_t(64), int64_t(40)})
+        for (bool partial : {false, true})
+          for (bool factors : {false, true})
+            for (int64_t n : {int64_t(1), int64_t(3)})
+              for (bool v_write : {true, false}) {
+                const bool f16 = kv == engine::ElemType::F16;
+                if (f16 && (head_dim != 64 || !factors)) continue;
+                CAPTURE(f16);
+                CAPTURE(int(pairing));
+                CAPTURE(head_dim);
+                CAPTURE(partial);
+                CAPTURE(factors);
+                CAPTURE(n);
+                CAPTURE(v_write);
+                auto rc = test::rope_kv_case(pairing, n, head_dim, partial, factors, v_write, seed, kv);
+                const std::string kernels = compare_fused(rc.c, rc.k_cache, f16 ? 1e-10 : 1e-8);
+                CHECK_MESSAGE(has(kernels, f16 ? "rope_q  rope_kv_f32_kvf16" : "rope_q  rope_kv_f32"), kernels);
+                CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
+                CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
+                compare(rc.c, rc.q, 1e-8);
+                compare(rc.c, rc.k, 1e-8);
+                compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
+              }
   // Prefill-sized steps keep the separate kernels.
   auto rc = test::rope_kv_case(model::RopePairing::Adjacent, 5, 64, false, false, true, seed);
   const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);

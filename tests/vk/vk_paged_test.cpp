@@ -147,27 +147,6 @@ TEST_CASE("vk paged attention: prefill chunks and decode tokens of different seq
     }
 }
 
-TEST_CASE("vk decode fusion with f16 caches: rope of q and k with the paged kv-cache writes in one dispatch") {
-  uint32_t seed = 2200;
-  for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
-    for (bool partial : {false, true})
-      for (int64_t n : {int64_t(1), int64_t(3)})
-        for (bool v_write : {true, false}) {
-          CAPTURE(int(pairing));
-          CAPTURE(partial);
-          CAPTURE(n);
-          CAPTURE(v_write);
-          auto rc = test::rope_kv_case(pairing, n, 64, partial, true, v_write, seed, ElemType::F16);
-          const std::string kernels = compare(rc.c, rc.k_cache, 1e-8);
-          CHECK_MESSAGE(has(kernels, "rope_q  rope_kv_f32_kvf16"), kernels);
-          CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
-          CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
-          compare(rc.c, rc.q, 1e-8);
-          compare(rc.c, rc.k, 1e-8);
-          compare(rc.c, rc.v_cache, cache_limit(ElemType::F16));
-        }
-}
-
 TEST_CASE("vk gather rows: the logit rows of a step, in any order, repeated") {
   uint32_t seed = 2300;
   for (int64_t width : {int64_t(5), int64_t(1000)}) {
