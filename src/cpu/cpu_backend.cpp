@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "engine/kv_q8.h"
 #include "model/quants.h"
 
 namespace greta::cpu {
@@ -17,11 +18,21 @@ using namespace greta::engine;
 HostBuffer::HostBuffer(ElemType t, int64_t elems) : type(t) {
   if (t == ElemType::F32) f32.assign(size_t(elems), 0.f);
   else if (t == ElemType::I32) i32.assign(size_t(elems), 0);
-  else f16.assign(size_t(elems), 0);
+  else if (t == ElemType::F16) f16.assign(size_t(elems), 0);
+  else {
+    GRETA_CHECK(elems % kKvQ8Block == 0, "q8_0 buffer of ", elems, " elements");
+    q8.assign(size_t(elems / kKvQ8Block * kKvQ8Words), 0);
+  }
 }
 
 int64_t HostBuffer::elems() const {
-  return int64_t(type == ElemType::F32 ? f32.size() : type == ElemType::I32 ? i32.size() : f16.size());
+  switch (type) {
+    case ElemType::F32: return int64_t(f32.size());
+    case ElemType::I32: return int64_t(i32.size());
+    case ElemType::F16: return int64_t(f16.size());
+    case ElemType::Q8_0: return int64_t(q8.size()) / kKvQ8Words * kKvQ8Block;
+  }
+  return 0;
 }
 
 CpuBackend::CpuBackend(const CpuOptions& options) : pool_(options.threads), options_(options) {}
@@ -101,6 +112,7 @@ std::unique_ptr<PreparedPlan> CpuBackend::prepare(const Plan& plan) {
       if (shared) {
         std::copy(shared->f32.begin(), shared->f32.end(), grown->f32.begin());
         std::copy(shared->f16.begin(), shared->f16.end(), grown->f16.begin());
+        std::copy(shared->q8.begin(), shared->q8.end(), grown->q8.begin());
       }
       shared = std::move(grown);
     }
@@ -125,9 +137,13 @@ const int32_t* CpuBackend::i32(CpuPlan& plan, BufferId id) {
 CacheView CpuBackend::cache(CpuPlan& plan, BufferId id) {  // rows: set by the op that knows the row width
   GRETA_CHECK(id >= 0 && size_t(id) < plan.buffers.size(), "cache buffer ", id);
   HostBuffer& b = *plan.buffers[size_t(id)];
-  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, "cache buffer ", id, " of type ", elem_type_name(b.type));
-  if (b.type == ElemType::F16) return {b.f16.data(), true, 0};
-  return {b.f32.data(), false, 0};
+  switch (b.type) {
+    case ElemType::F32: return {b.f32.data(), b.type, 0};
+    case ElemType::F16: return {b.f16.data(), b.type, 0};
+    case ElemType::Q8_0: return {b.q8.data(), b.type, 0};
+    case ElemType::I32: break;
+  }
+  fail("cpu: cache buffer ", plan.plan().buffers[size_t(id)].name, " has type i32");
 }
 
 void CpuBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange range) {
@@ -213,6 +229,10 @@ void CpuBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
     for (size_t i = 0; i < dst.size(); ++i) dst[i] = fp16_to_fp32(b.f16[size_t(offset) + i]);
     return;
   }
+  if (b.type == ElemType::Q8_0) {
+    for (size_t i = 0; i < dst.size(); ++i) dst[i] = kv_q8_value(b.q8.data(), offset + int64_t(i));
+    return;
+  }
   GRETA_CHECK(b.type == ElemType::F32, "read of an I32 buffer");
   std::memcpy(dst.data(), b.f32.data() + offset, dst.size_bytes());
 }
@@ -224,6 +244,11 @@ void CpuBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
   GRETA_CHECK(offset >= 0 && offset + int64_t(src.size()) <= plan.plan().buffers[size_t(buffer)].elems);
   if (b.type == ElemType::F16) {
     for (size_t i = 0; i < src.size(); ++i) b.f16[size_t(offset) + i] = fp32_to_fp16(src[i]);
+    return;
+  }
+  if (b.type == ElemType::Q8_0) {  // whole blocks only
+    GRETA_CHECK(offset % kKvQ8Block == 0 && int64_t(src.size()) % kKvQ8Block == 0, "q8_0 write of partial blocks");
+    kv_q8_quantize(src.data(), b.q8.data() + offset / kKvQ8Block * kKvQ8Words, int64_t(src.size()));
     return;
   }
   GRETA_CHECK(b.type == ElemType::F32, "write of an I32 buffer");

@@ -27,6 +27,7 @@ struct HostBuffer {
   std::vector<float> f32;
   std::vector<int32_t> i32;
   std::vector<uint16_t> f16;  // IEEE half bits
+  std::vector<uint32_t> q8;   // Q8_0 blocks (engine/kv_q8.h)
   HostBuffer(engine::ElemType t, int64_t elems);
   int64_t elems() const;
 };

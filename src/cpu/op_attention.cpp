@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "cpu/ops.h"
+#include "engine/kv_q8.h"
 
 namespace greta::cpu {
 
@@ -20,8 +21,11 @@ namespace {
 
 // Element `index` of a cache, as double.
 inline double cache_value(const CacheView& c, int64_t index) {
-  return c.f16 ? double(fp16_to_fp32(static_cast<const uint16_t*>(c.data)[index]))
-               : double(static_cast<const float*>(c.data)[index]);
+  switch (c.type) {
+    case engine::ElemType::F16: return double(fp16_to_fp32(static_cast<const uint16_t*>(c.data)[index]));
+    case engine::ElemType::Q8_0: return double(engine::kv_q8_value(static_cast<const uint32_t*>(c.data), index));
+    default: return double(static_cast<const float*>(c.data)[index]);
+  }
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cpu/thread_pool.h"
+#include "engine/plan.h"
 #include "model/model_config.h"
 #include "model/tensor_types.h"
 
@@ -43,14 +44,15 @@ void rope(ThreadPool& pool, float* x, const int32_t* positions, int64_t n_tokens
           int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
           const float* freq_factors = nullptr);
 
-// A KV cache as stored: rows of f32 or f16 (engine::ElemType), `rows` of them.
+// A KV cache as stored: `rows` rows of f32, f16 or q8_0 (engine::ElemType; q8_0: engine/kv_q8.h).
 struct CacheView {
   void* data = nullptr;
-  bool f16 = false;
+  engine::ElemType type = engine::ElemType::F32;
   int64_t rows = 0;
 };
 
-// cache[rows[t], :] = src[t, :] (rounded to f16 for an f16 cache); rows must lie in [0, cache.rows) (checked).
+// cache[rows[t], :] = src[t, :] (rounded to f16, or quantized per block of 32, for those caches); rows must lie in
+// [0, cache.rows) (checked).
 void kv_write(const float* src, const CacheView& cache, const int32_t* rows, int64_t n_tokens, int64_t width);
 
 // Paged causal attention (engine::AttentionOp): token t of page-table row seq[t] at position positions[t].

@@ -86,9 +86,13 @@ Engine::Engine(model::GgufFile file, model::ModelConfig config, model::Tokenizer
   if (options_.max_batch <= 0) fail("max batch ", options_.max_batch, " must be at least 1");
   if (options_.max_seqs <= 0) fail("max sequences per step ", options_.max_seqs, " must be at least 1");
   if (options_.ctx < 0) fail("context size ", options_.ctx, " must be positive (0: the default)");
-  if (options_.kv_type != ElemType::F32 && options_.kv_type != ElemType::F16)
-    fail("KV cache type ", elem_type_name(options_.kv_type), " is not supported (f32 or f16)");
+  if (options_.kv_type != ElemType::F32 && options_.kv_type != ElemType::F16 && options_.kv_type != ElemType::Q8_0)
+    fail("KV cache type ", elem_type_name(options_.kv_type), " is not supported (f32, f16 or q8_0)");
   weights_ = map_weights(file_, config_);
+  if (options_.kv_type == ElemType::Q8_0 &&
+      ((config_.n_kv_heads * config_.head_dim) % 32 != 0 || (config_.n_kv_heads * config_.head_dim_v) % 32 != 0))
+    fail("a q8_0 KV cache needs K and V rows of a multiple of 32 elements; this model's are ",
+         config_.n_kv_heads * config_.head_dim, " and ", config_.n_kv_heads * config_.head_dim_v, " (use --kv-type f16)");
   if (tokenizer_.vocab_size() > config_.vocab_size)
     fail(file_.path(), ": the tokenizer has ", tokenizer_.vocab_size(), " tokens, the model only ", config_.vocab_size,
          " embedding rows");

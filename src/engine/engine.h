@@ -46,7 +46,7 @@ struct EngineOptions {
   int64_t max_seqs = 1;     // sequences per step at most (more are run in further steps)
   uint64_t kv_budget = 0;   // bytes of KV cache at most (the page pool grows to it as pages are used); 0: half of
                             // the backend's memory left after the weights
-  ElemType kv_type = ElemType::F16;  // F32 or F16
+  ElemType kv_type = ElemType::F16;  // F32, F16 or Q8_0 (rows of a multiple of 32 elements)
 };
 
 // Wall-clock seconds; rates are tokens per second (0 when nothing was timed).

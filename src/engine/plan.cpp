@@ -102,7 +102,11 @@ Plan build_plan(const model::ModelConfig& c, const ModelWeights& w, const PlanSh
     fail("plan: ", shape.n_seqs, " sequences and ", shape.n_logit_rows, " logit rows for a step of ", n, " tokens");
   if (kv.page_size < 1 || kv.pages_per_seq < 1 || kv.n_pages < 2)
     fail("plan: KV layout of ", kv.n_pages, " pages of ", kv.page_size, " (", kv.pages_per_seq, " per sequence)");
-  if (kv.type != ElemType::F32 && kv.type != ElemType::F16) fail("plan: KV cache type ", elem_type_name(kv.type));
+  if (kv.type != ElemType::F32 && kv.type != ElemType::F16 && kv.type != ElemType::Q8_0)
+    fail("plan: KV cache type ", elem_type_name(kv.type));
+  if (kv.type == ElemType::Q8_0 && ((c.n_kv_heads * c.head_dim) % 32 != 0 || (c.n_kv_heads * c.head_dim_v) % 32 != 0))
+    fail("a q8_0 KV cache needs K and V rows of a multiple of 32 elements; this model's are ", c.n_kv_heads * c.head_dim,
+         " and ", c.n_kv_heads * c.head_dim_v, " (use --kv-type f16)");
   if (int64_t(w.layers.size()) != c.n_layers) fail("plan: weights have ", w.layers.size(), " layers, config ", c.n_layers);
   const int64_t rope_dims = c.rope_dims > 0 ? c.rope_dims : c.head_dim;
   if (rope_dims > c.head_dim || rope_dims % 2 != 0)

@@ -31,18 +31,21 @@ using WeightId = int32_t;
 inline constexpr BufferId kNoBuffer = -1;
 inline constexpr WeightId kNoWeight = -1;
 
-enum class ElemType { F32, I32, F16 };
+// Q8_0: int8 per 32 elements with an f32 scale, KV caches only (engine/kv_q8.h: the layout).
+enum class ElemType { F32, I32, F16, Q8_0 };
 // "f32", "i32", "f16". Inline (as are the other small helpers below): the HIP plugin uses them without the engine.
 inline const char* elem_type_name(ElemType type) {
   switch (type) {
     case ElemType::F32: return "f32";
     case ElemType::I32: return "i32";
     case ElemType::F16: return "f16";
+    case ElemType::Q8_0: return "q8_0";
   }
   return "?";
 }
-// Bytes of `elems` elements (not rounded).
+// Bytes of `elems` elements (not rounded; Q8_0: whole blocks of 32, 36 bytes each).
 inline uint64_t elem_bytes(ElemType type, int64_t elems) {
+  if (type == ElemType::Q8_0) return uint64_t(elems / 32) * 36;
   return uint64_t(elems) * (type == ElemType::F16 ? 2u : 4u);
 }
 
@@ -77,8 +80,8 @@ inline bool is_step_input(BufferRole role) {
 
 struct BufferDecl {
   std::string name;  // "x", "q", "blk.3.k_cache": shown by verify mode and profiles
-  // F32 activations and logits, I32 step inputs, F32 or F16 KV caches. Backends read() and write() every F32 or F16
-  // buffer as floats (F16 converted, round to nearest even).
+  // F32 activations and logits, I32 step inputs, F32, F16 or Q8_0 KV caches. Backends read() and write() every F32,
+  // F16 or Q8_0 buffer as floats (F16 converted, round to nearest even; Q8_0 in whole blocks of 32, engine/kv_q8.h).
   ElemType type = ElemType::F32;
   BufferRole role = BufferRole::Scratch;
   int64_t elems = 0;
@@ -134,11 +137,12 @@ struct RopeOp {
   WeightId freq_factors = kNoWeight;  // [rope_dims / 2]
 };
 
-// cache[rows[t], :] = src[t, :] (converted to the cache's element type, F32 or F16 with round to nearest even):
+// cache[rows[t], :] = src[t, :] (converted to the cache's element type: F32, F16 with round to nearest even, or
+// Q8_0 quantized per block of 32, engine/kv_q8.h, the width then a multiple of 32):
 // stores this step's K (or V) rows in one layer's paged cache.
 struct KvWriteOp {
   BufferId src;       // [n_tokens, width] F32
-  BufferId cache;     // [cache_rows, width] F32 or F16, persistent
+  BufferId cache;     // [cache_rows, width] F32, F16 or Q8_0, persistent
   BufferId rows;      // [n_tokens] I32: KvRows
   int64_t n_tokens, width, cache_rows;
 };
@@ -153,8 +157,8 @@ struct KvWriteOp {
 // of this step's tokens are written (KvWriteOp) before the attention runs.
 struct AttentionOp {
   BufferId q;          // [n_tokens, n_heads, head_dim] F32
-  BufferId k_cache;    // [cache_rows, n_kv_heads, head_dim] F32 or F16
-  BufferId v_cache;    // [cache_rows, n_kv_heads, head_dim_v] F32 or F16
+  BufferId k_cache;    // [cache_rows, n_kv_heads, head_dim] F32, F16 or Q8_0
+  BufferId v_cache;    // [cache_rows, n_kv_heads, head_dim_v] F32, F16 or Q8_0
   BufferId positions;  // [n_tokens] I32
   BufferId seq;        // [n_tokens] I32: SeqIndex
   BufferId page_table; // [n_seqs, pages_per_seq] I32: PageTable

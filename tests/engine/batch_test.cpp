@@ -14,6 +14,7 @@
 #include "engine/engine.h"
 #include "engine/kv_cache.h"
 #include "engine/batch.h"
+#include "golden_run.h"
 #include "test_util.h"
 
 using namespace greta;
@@ -113,12 +114,18 @@ TEST_CASE("batched steps equal each sequence run alone, bit for bit, for every m
     const std::string path = entry.path().string();
     CAPTURE(path);
     ++models;
-    for (int64_t max_batch : {int64_t(64), int64_t(16)}) {
+    // f16 KV (the default) with passes of 64 and of 16 tokens; q8_0 KV where the model's rows allow it.
+    const bool q8 = test::kv_types_for(path).back() == ElemType::Q8_0;
+    for (const auto& [max_batch, kv] : {std::pair{int64_t(64), ElemType::F16}, std::pair{int64_t(16), ElemType::F16},
+                                        std::pair{int64_t(64), ElemType::Q8_0}}) {
+      if (kv == ElemType::Q8_0 && !q8) continue;
       CAPTURE(max_batch);
-      Engine batched = open_engine(path, {.ctx = 128, .max_batch = max_batch, .max_seqs = 6});
+      const std::string kv_name = elem_type_name(kv);
+      CAPTURE(kv_name);
+      Engine batched = open_engine(path, {.ctx = 128, .max_batch = max_batch, .max_seqs = 6, .kv_type = kv});
       const auto seqs = test::run_batch_scenario(batched);
       check_pool_empty(batched.kv_cache());
-      Engine alone = open_engine(path, {.ctx = 128, .max_batch = 128, .max_seqs = 1});
+      Engine alone = open_engine(path, {.ctx = 128, .max_batch = 128, .max_seqs = 1, .kv_type = kv});
       CHECK(seqs[6].reused == 64);  // two full pages of sequence 1's prompt
       for (size_t k = 0; k < seqs.size(); ++k) {
         CAPTURE(k);

@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "cpu/ops.h"
+#include "engine/kv_q8.h"
 #include "cpu/thread_pool.h"
 #include "model/quants.h"
 #include "test_util.h"
@@ -287,9 +288,9 @@ TEST_CASE("kv_write places rows at their cache rows and nothing else, f32 and f1
   std::vector<float> cache = random_floats(size_t(rows * width), 82);
   const std::vector<float> before = cache;
   const std::vector<int32_t> targets = {4, 9, 5};
-  kv_write(src.data(), CacheView{cache.data(), false, rows}, targets.data(), 3, width);
+  kv_write(src.data(), CacheView{cache.data(), engine::ElemType::F32, rows}, targets.data(), 3, width);
   std::vector<uint16_t> half(size_t(rows * width), 0x3c00);  // 1.0
-  kv_write(src.data(), CacheView{half.data(), true, rows}, targets.data(), 3, width);
+  kv_write(src.data(), CacheView{half.data(), engine::ElemType::F16, rows}, targets.data(), 3, width);
   for (int64_t p = 0; p < rows; ++p)
     for (int64_t i = 0; i < width; ++i) {
       const int64_t t = p == 4 ? 0 : p == 9 ? 1 : p == 5 ? 2 : -1;
@@ -297,7 +298,7 @@ TEST_CASE("kv_write places rows at their cache rows and nothing else, f32 and f1
       CHECK(half[size_t(p * width + i)] == (t >= 0 ? fp32_to_fp16(src[size_t(t * width + i)]) : uint16_t(0x3c00)));
     }
   const int32_t outside[] = {10};
-  CHECK_THROWS_AS(kv_write(src.data(), CacheView{cache.data(), false, rows}, outside, 1, width), Error);
+  CHECK_THROWS_AS(kv_write(src.data(), CacheView{cache.data(), engine::ElemType::F32, rows}, outside, 1, width), Error);
 }
 
 TEST_CASE("paged attention vs masked-softmax reference: two sequences, GQA, MQA, MHA, f32 and f16 caches") {
@@ -309,9 +310,14 @@ TEST_CASE("paged attention vs masked-softmax reference: two sequences, GQA, MQA,
   const int64_t page = 2, pps = 6, rows = 12, ctx = pps * page, n_tokens = 4;
   const std::vector<int32_t> positions = {3, 4, 2, 3}, seq = {0, 0, 1, 1};
   const std::vector<int32_t> table = {3, 0, 5, 1, 4, 2, /* sequence 1 */ 2, 4, 1, 5, 0, 3};
-  for (bool f16 : {false, true})
-    for (const Case& c : {Case{6, 2, 5, 7}, Case{4, 1, 8, 8}, Case{3, 3, 9, 4}}) {
-      CAPTURE(f16);
+  // q8_0 rows hold whole blocks of 32: its own shapes (K and V widths 32 and 64).
+  for (engine::ElemType type : {engine::ElemType::F32, engine::ElemType::F16, engine::ElemType::Q8_0})
+    for (const Case& c : type == engine::ElemType::Q8_0
+                             ? std::vector<Case>{Case{8, 2, 16, 16}, Case{4, 1, 32, 64}}
+                             : std::vector<Case>{Case{6, 2, 5, 7}, Case{4, 1, 8, 8}, Case{3, 3, 9, 4}}) {
+      const bool f16 = type == engine::ElemType::F16, q8 = type == engine::ElemType::Q8_0;
+      const std::string type_name = engine::elem_type_name(type);
+      CAPTURE(type_name);
       CAPTURE(c.n_heads);
       CAPTURE(c.n_kv_heads);
       const auto q = random_floats(size_t(n_tokens * c.n_heads * c.head_dim), 91, -2.f, 2.f);
@@ -320,11 +326,22 @@ TEST_CASE("paged attention vs masked-softmax reference: two sequences, GQA, MQA,
       std::vector<uint16_t> kh(kc.size()), vh(vc.size());
       for (size_t i = 0; i < kc.size(); ++i) kh[i] = fp32_to_fp16(kc[i]), kc[i] = f16 ? fp16_to_fp32(kh[i]) : kc[i];
       for (size_t i = 0; i < vc.size(); ++i) vh[i] = fp32_to_fp16(vc[i]), vc[i] = f16 ? fp16_to_fp32(vh[i]) : vc[i];
+      // q8_0: the caches as blocks, and the reference reads the values they hold.
+      std::vector<uint32_t> kq(q8 ? size_t(engine::kv_q8_bytes(int64_t(kc.size())) / 4) : 0),
+          vq(q8 ? size_t(engine::kv_q8_bytes(int64_t(vc.size())) / 4) : 0);
+      if (q8) {
+        engine::kv_q8_quantize(kc.data(), kq.data(), int64_t(kc.size()));
+        engine::kv_q8_quantize(vc.data(), vq.data(), int64_t(vc.size()));
+        for (size_t i = 0; i < kc.size(); ++i) kc[i] = engine::kv_q8_value(kq.data(), int64_t(i));
+        for (size_t i = 0; i < vc.size(); ++i) vc[i] = engine::kv_q8_value(vq.data(), int64_t(i));
+      }
       const float scale = float(1 / std::sqrt(double(c.head_dim)));
       const auto out = run_all_thread_counts([&](ThreadPool& pool) {
         std::vector<float> o(static_cast<size_t>(n_tokens * c.n_heads * c.head_dim_v));
-        const CacheView k = f16 ? CacheView{kh.data(), true, rows} : CacheView{kc.data(), false, rows};
-        const CacheView v = f16 ? CacheView{vh.data(), true, rows} : CacheView{vc.data(), false, rows};
+        const CacheView k = f16 ? CacheView{kh.data(), type, rows}
+                            : q8 ? CacheView{kq.data(), type, rows} : CacheView{kc.data(), type, rows};
+        const CacheView v = f16 ? CacheView{vh.data(), type, rows}
+                            : q8 ? CacheView{vq.data(), type, rows} : CacheView{vc.data(), type, rows};
         attention(pool, {q.data(), k, v, positions.data(), seq.data(), table.data(), o.data(), n_tokens, c.n_heads,
                          c.n_kv_heads, c.head_dim, c.head_dim_v, 2, page, pps, scale});
         return o;
@@ -354,6 +371,36 @@ TEST_CASE("paged attention vs masked-softmax reference: two sequences, GQA, MQA,
           }
         }
     }
+}
+
+TEST_CASE("q8_0 KV blocks: within half a step of every value, halves away from zero, zero blocks, kv_write rows") {
+  std::vector<float> x = random_floats(size_t(4 * 32), 95, -3.f, 3.f);
+  for (size_t i = 64; i < 96; ++i) x[i] = 0.f;  // an all-zero block
+  x[96] = 127.f, x[97] = 0.5f, x[98] = -0.5f, x[99] = 1.5f, x[100] = -126.5f;  // d = 1: ties
+  std::vector<uint32_t> q(size_t(engine::kv_q8_bytes(128) / 4));
+  engine::kv_q8_quantize(x.data(), q.data(), 128);
+  for (int64_t i = 0; i < 128; ++i) {
+    float amax = 0;
+    for (int64_t j = i / 32 * 32; j < i / 32 * 32 + 32; ++j) amax = std::max(amax, std::fabs(x[size_t(j)]));
+    CHECK(std::fabs(engine::kv_q8_value(q.data(), i) - x[size_t(i)]) <= amax / 127.f / 2 * 1.0001f + 1e-7f);
+  }
+  for (int64_t i = 64; i < 96; ++i) CHECK(engine::kv_q8_value(q.data(), i) == 0.f);
+  CHECK(engine::kv_q8_value(q.data(), 97) == 1.f);
+  CHECK(engine::kv_q8_value(q.data(), 98) == -1.f);
+  CHECK(engine::kv_q8_value(q.data(), 99) == 2.f);
+  CHECK(engine::kv_q8_value(q.data(), 100) == -127.f);
+  // kv_write: token t's row goes to its cache row, as blocks.
+  const int64_t width = 64, rows = 5;
+  const auto src = random_floats(size_t(2 * width), 96);
+  std::vector<uint32_t> cache(size_t(engine::kv_q8_bytes(rows * width) / 4), 0);
+  const std::vector<int32_t> targets = {3, 1};
+  kv_write(src.data(), CacheView{cache.data(), engine::ElemType::Q8_0, rows}, targets.data(), 2, width);
+  std::vector<uint32_t> want(size_t(engine::kv_q8_bytes(width) / 4));
+  for (int t = 0; t < 2; ++t) {
+    engine::kv_q8_quantize(src.data() + t * width, want.data(), width);
+    CHECK(std::equal(want.begin(), want.end(), cache.begin() + targets[size_t(t)] * int64_t(want.size())));
+  }
+  CHECK(std::all_of(cache.begin(), cache.begin() + int64_t(want.size()), [](uint32_t w) { return w == 0; }));
 }
 
 TEST_CASE("gather_rows copies the listed rows and refuses rows outside the input") {

@@ -59,8 +59,19 @@ struct GoldenResult {
 
 // The limit with a KV cache of `kv_type`: an f16 cache rounds K and V like F16 weights round theirs, so models whose
 // weights are more exact than F16 get the F16 class (NMSE measured here ~1e-7..3e-7 on the F32 models).
+// A q8_0 cache rounds K and V to 8 bits per 32 values, as Q8_0 weights do: their class.
 inline double kv_nmse_limit(double weight_limit, engine::ElemType kv_type) {
+  if (kv_type == engine::ElemType::Q8_0) return std::max(weight_limit, 2e-3);
   return kv_type == engine::ElemType::F16 ? std::max(weight_limit, 5e-6) : weight_limit;
+}
+
+// The KV types a model can use: q8_0 needs K and V rows of a multiple of 32 elements.
+inline std::vector<engine::ElemType> kv_types_for(const std::string& model_path) {
+  const model::ModelConfig c = model::ModelConfig::from_gguf(model::GgufFile::open(model_path));
+  std::vector<engine::ElemType> types = {engine::ElemType::F32, engine::ElemType::F16};
+  if ((c.n_kv_heads * c.head_dim) % 32 == 0 && (c.n_kv_heads * c.head_dim_v) % 32 == 0)
+    types.push_back(engine::ElemType::Q8_0);
+  return types;
 }
 
 // Prompt-logit NMSE per row, overall, and the largest difference.

@@ -69,11 +69,11 @@ TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logi
   CHECK(models.size() >= 22);
 }
 
-TEST_CASE("golden: both prompts of every model as concurrent sequences beside six others, f32 and f16 KV") {
+TEST_CASE("golden: both prompts of every model as concurrent sequences beside six others, f32, f16 and q8_0 KV") {
   const auto by_model = test::golden_cases_by_model();
   REQUIRE(by_model.size() >= 22);
   for (const auto& [model, cases] : by_model)
-    for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16}) {
+    for (engine::ElemType kv : test::kv_types_for(model)) {
       const std::vector<GoldenResult> results = test::run_golden_batched(cases, cpu_backend(), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
         const GoldenResult& r = results[i];

@@ -74,7 +74,7 @@ std::vector<OptionSpec> join_options(std::initializer_list<std::span<const Optio
 std::span<const OptionSpec> sampling_option_specs() { return k_sampling_options; }
 
 constexpr OptionSpec k_kv_options[] = {
-    {"kv-type", nullptr, true, "KV cache element type: f16 (default) or f32"},
+    {"kv-type", nullptr, true, "KV cache element type: f16 (default), f32 or q8_0 (int8 per 32, 1.125 bytes each)"},
 };
 
 std::span<const OptionSpec> kv_option_specs() { return k_kv_options; }
@@ -83,8 +83,8 @@ engine::ElemType kv_type_from(const Args& args) {
   const std::string t = args.get("kv-type", "f16");
   if (t == "f16") return engine::ElemType::F16;
   if (t == "f32") return engine::ElemType::F32;
-  if (t == "q8_0") fail("--kv-type q8_0: not supported yet; use f16 (the default) or f32");
-  fail("--kv-type ", t, ": choose f16 or f32");
+  if (t == "q8_0") return engine::ElemType::Q8_0;
+  fail("--kv-type ", t, ": choose f16, f32 or q8_0");
 }
 
 engine::SamplerParams sampling_params_from(const Args& args) {
