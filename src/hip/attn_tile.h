@@ -10,7 +10,7 @@
 //     key_row: the cache rows of keys j0 .. j0 + 15 through the sequence's page table (-1 past the run's longest
 //       position: zeros are staged)
 //     stage_kv: K rows -> k[j][d] ("nk": B[d][j] = K[j][d]), V rows -> v[j][d] ("kn": B[j][d] = V[j][d]); the cache
-//       is f32 or f16
+//       is f32, f16 or q8_0, read through kv_cache.h's accessors (q8_0 dequantized to d * q while staging)
 //     S = Q K^T over head_dim in steps of 16 (for_each_score_mma), stored to s[r][j] times `scale`, with -inf for
 //       rows outside the run and where key j0 + j > position of row r (store_scores: the causal mask)
 //     softmax_row (lanes 0..15, one row each): new running max, rescale factor alpha, P = exp(S - max) -> p[r][j]
@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "hip/gemm_tile.h"
+#include "hip/kv_cache.h"
 #include "hip/mma_layout.h"
 
 namespace greta::hip::fa {
@@ -86,19 +87,21 @@ GRETA_HD GRETA_INLINE int key_row(const int32_t* pages, int64_t page_size, int64
 }
 
 // Keys j = 0..15 of the current key tile of one KV head: cache row key_rows[j] (-1: staged as zeros), element d at
-// k_base[row * k_stride + d] (C = float or the fp16 storage type: an f16 cache is staged without rounding).
-template <class T, class C>
-GRETA_HD GRETA_INLINE void stage_kv(int tid, int nthreads, const C* k_base, int64_t k_stride, const C* v_base,
-                                    int64_t v_stride, const int* key_rows, const Dims& t, T* lds_k, T* lds_v) {
+// flat index k_base + row * k_stride + d of the cache accessor k (kv_cache.h: KvF32, KvF16 or KvQ8; values come out
+// in fp32 exactly, an f16 cache is staged without rounding, a q8_0 one as d * q rounded once to the LDS type).
+template <class T, class KC>
+GRETA_HD GRETA_INLINE void stage_kv(int tid, int nthreads, const KC& k, int64_t k_base, int64_t k_stride, const KC& v,
+                                    int64_t v_base, int64_t v_stride, const int* key_rows, const Dims& t, T* lds_k,
+                                    T* lds_v) {
   for (int e = tid; e < kBKV * t.dp; e += nthreads) {
     const int j = e / t.dp, d = e % t.dp;
     const int64_t row = key_rows[j];
-    put(lds_k[j * t.ldk + d], row >= 0 && d < t.d ? get(k_base[row * k_stride + d]) : 0.f);
+    put(lds_k[j * t.ldk + d], row >= 0 && d < t.d ? k.at(k_base + row * k_stride + d) : 0.f);
   }
   for (int e = tid; e < kBKV * t.dvp; e += nthreads) {
     const int j = e / t.dvp, d = e % t.dvp;
     const int64_t row = key_rows[j];
-    put(lds_v[j * t.ldv + d], row >= 0 && d < t.dv ? get(v_base[row * v_stride + d]) : 0.f);
+    put(lds_v[j * t.ldv + d], row >= 0 && d < t.dv ? v.at(v_base + row * v_stride + d) : 0.f);
   }
 }
 

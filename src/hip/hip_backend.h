@@ -2,7 +2,8 @@
 //
 //   load_weights  matrices are uploaded in their stored format (quantized blocks as they are in the file) through two
 //                 pinned staging buffers; 1-row weights (norms, biases, rope factors) are decoded to fp32 on the host
-//   prepare       every plan buffer from the device memory pool; the KV cache (persistent buffers, f32 or f16) shared
+//   prepare       every plan buffer from the device memory pool; the KV cache (persistent buffers, f32, f16 or q8_0
+//                 blocks of 32 as engine/kv_q8.h: the kernels read them through kv_cache.h's accessors) shared
 //                 by name across plans, enlarged (contents copied, the rest zeroed) when a later plan declares it
 //                 larger; the step-input buffers (tokens, positions, KV rows, sequence rows, page table, logit rows)
 //                 back to back in one device allocation mirrored by one pinned staging area; scratch for the GEMM's
@@ -12,7 +13,8 @@
 //                 steps (kernels read positions, KV rows and page tables from the device, grids depend only on the
 //                 plan's shape, every device address is fixed at prepare, so the graph stays valid); profiling and
 //                 verify mode (single ops) launch the kernels directly, profiling between events
-//   read / write  synchronous copies of F32 or F16 buffer ranges (F16 converted on the host, round to nearest even)
+//   read / write  synchronous copies of F32, F16 or Q8_0 buffer ranges, converted on the host (F16: round to nearest
+//                 even; Q8_0: whole blocks of 32, kv_q8_quantize / kv_q8_value)
 // Kernel choice (as the Vulkan backend's): matmul with n_tokens <= kMatvecTokens, or with an F32 weight, uses the fp32
 // matvec; larger batches of other weight types the matrix-core GEMM (fp16 operands, fp32 accumulation). Attention
 // with >= 16 tokens uses flash attention on matrix cores (fp16 Q, K, P, V), fewer the fp32 split-K kernel; a model

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "engine/kv_q8.h"
 #include "model/quants.h"
 
 namespace greta::hip {
@@ -54,7 +55,12 @@ public:
   float* f32(BufferId id) const { return reinterpret_cast<float*>(address[size_t(id)]); }
   int32_t* i32(BufferId id) const { return reinterpret_cast<int32_t*>(address[size_t(id)]); }
   void* raw(BufferId id) const { return address[size_t(id)]; }
-  bool is_f16(BufferId id) const { return plan().buffers[size_t(id)].type == ElemType::F16; }
+  ElemType type(BufferId id) const { return plan().buffers[size_t(id)].type; }
+  // A KV cache's element type as the kernels take it (check_op_fits admitted only these three).
+  KvType kv_type(BufferId id) const {
+    const ElemType t = type(id);
+    return t == ElemType::F16 ? KvType::F16 : (t == ElemType::Q8_0 ? KvType::Q8_0 : KvType::F32);
+  }
 };
 
 HipBackend::HipBackend(const HipBackendOptions& options) : options_(options) {
@@ -179,12 +185,15 @@ void check_op_fits(const Plan& p, const PlanOp& op) {
                 elem_type_name(type));
     need_elems(b, elems);
   };
-  // KV caches: f32 or f16 (the kernels are instantiated for both).
-  auto need_cache = [&](BufferId id, int64_t elems) {
+  // KV caches: f32, f16 or q8_0 (the kernels are instantiated for all three) of `rows` rows of `width`; a q8_0 row
+  // is whole blocks of 32 (kv_cache.h: the kernels find element e in block e / 32).
+  auto need_cache = [&](BufferId id, int64_t rows, int64_t width) {
     const BufferDecl& b = decl(id);
-    GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, op.label, ": cache ", b.name, " is ",
-                elem_type_name(b.type));
-    need_elems(b, elems);
+    GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16 || b.type == ElemType::Q8_0, op.label, ": cache ",
+                b.name, " is ", elem_type_name(b.type));
+    GRETA_CHECK(b.type != ElemType::Q8_0 || (width % kKvQ8Block == 0 && b.elems % kKvQ8Block == 0), op.label,
+                ": q8_0 cache ", b.name, " with rows of ", width, " elements (not whole blocks of 32)");
+    need_elems(b, rows * width);
   };
   std::visit(
       [&](const auto& o) {
@@ -206,14 +215,14 @@ void check_op_fits(const Plan& p, const PlanOp& op) {
           need(o.positions, o.n_tokens, ElemType::I32);
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
           need(o.src, o.n_tokens * o.width, ElemType::F32);
-          need_cache(o.cache, o.cache_rows * o.width);
+          need_cache(o.cache, o.cache_rows, o.width);
           need(o.rows, o.n_tokens, ElemType::I32);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
           GRETA_CHECK(o.n_kv_heads > 0 && o.n_heads % o.n_kv_heads == 0, op.label);
           GRETA_CHECK(o.n_seqs > 0 && o.page_size > 0 && o.pages_per_seq > 0 && o.cache_rows > 0, op.label);
           need(o.q, o.n_tokens * o.n_heads * o.head_dim, ElemType::F32);
-          need_cache(o.k_cache, o.cache_rows * o.n_kv_heads * o.head_dim);
-          need_cache(o.v_cache, o.cache_rows * o.n_kv_heads * o.head_dim_v);
+          need_cache(o.k_cache, o.cache_rows, o.n_kv_heads * o.head_dim);
+          need_cache(o.v_cache, o.cache_rows, o.n_kv_heads * o.head_dim_v);
           GRETA_CHECK(decl(o.k_cache).type == decl(o.v_cache).type, op.label, ": K and V caches of different types");
           need(o.positions, o.n_tokens, ElemType::I32);
           need(o.seq, o.n_tokens, ElemType::I32);
@@ -256,7 +265,7 @@ AttentionArgs attention_args(const HipPlan& plan, const AttentionOp& o) {
   a.pages_per_seq = o.pages_per_seq;
   a.cache_rows = o.cache_rows;
   a.scale = o.scale;
-  a.cache_f16 = plan.is_f16(o.k_cache);
+  a.cache = plan.kv_type(o.k_cache);
   return a;
 }
 
@@ -389,7 +398,7 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
                       o.pairing, o.base, o.freq_scale,
                       o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors));
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
-          launch_kv_write(ctx_, plan.f32(o.src), plan.raw(o.cache), plan.is_f16(o.cache), plan.i32(o.rows), o.n_tokens,
+          launch_kv_write(ctx_, plan.f32(o.src), plan.raw(o.cache), plan.kv_type(o.cache), plan.i32(o.rows), o.n_tokens,
                           o.width, o.cache_rows);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
           const AttentionArgs a = attention_args(plan, o);
@@ -478,27 +487,38 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
 }
 
 namespace {
-// An F32 or F16 buffer's element range [offset, offset + count), checked.
+// An F32, F16 or Q8_0 buffer's element range [offset, offset + count), checked; Q8_0 ranges are whole blocks of 32.
 void check_float_range(const Plan& p, BufferId buffer, int64_t offset, size_t count) {
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.buffers.size(), "buffer ", buffer);
   const BufferDecl& b = p.buffers[size_t(buffer)];
-  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16, "buffer ", b.name, " is ", elem_type_name(b.type));
+  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16 || b.type == ElemType::Q8_0, "buffer ", b.name,
+              " is ", elem_type_name(b.type));
   GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= b.elems, "buffer ", b.name, ": range ", offset, "+", count,
               " of ", b.elems);
+  GRETA_CHECK(b.type != ElemType::Q8_0 || (offset % kKvQ8Block == 0 && int64_t(count) % kKvQ8Block == 0), "buffer ",
+              b.name, ": q8_0 range ", offset, "+", count, " is not whole blocks of 32");
 }
 }  // namespace
 
+// F16 and Q8_0 buffers are converted on the host: f16 bits, or the range's q8_0 blocks (engine/kv_q8.h).
 void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   check_float_range(plan.plan(), buffer, offset, dst.size());
   if (dst.empty()) return;
-  if (plan.is_f16(buffer)) {
-    std::vector<uint16_t> bits(dst.size());
-    GRETA_GPU_CHECK(gpuMemcpyAsync(bits.data(), plan.address[size_t(buffer)] + offset * 2, bits.size() * 2,
-                                   gpuMemcpyDeviceToHost, stream_->get()),
+  const ElemType type = plan.type(buffer);
+  if (type == ElemType::F16 || type == ElemType::Q8_0) {
+    const int64_t n = int64_t(dst.size());
+    std::vector<uint32_t> raw((elem_bytes(type, n) + 3) / 4);
+    GRETA_GPU_CHECK(gpuMemcpyAsync(raw.data(), plan.address[size_t(buffer)] + elem_bytes(type, offset),
+                                   elem_bytes(type, n), gpuMemcpyDeviceToHost, stream_->get()),
                     "reading a buffer");
     stream_->synchronize();
-    for (size_t i = 0; i < dst.size(); ++i) dst[i] = fp16_to_fp32(bits[i]);
+    if (type == ElemType::Q8_0) {
+      for (int64_t i = 0; i < n; ++i) dst[size_t(i)] = kv_q8_value(raw.data(), i);
+    } else {
+      const auto* bits = reinterpret_cast<const uint16_t*>(raw.data());
+      for (int64_t i = 0; i < n; ++i) dst[size_t(i)] = fp16_to_fp32(bits[i]);
+    }
     return;
   }
   GRETA_GPU_CHECK(gpuMemcpyAsync(dst.data(), plan.f32(buffer) + offset, dst.size_bytes(), gpuMemcpyDeviceToHost,
@@ -511,13 +531,20 @@ void HipBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   check_float_range(plan.plan(), buffer, offset, src.size());
   if (src.empty()) return;
-  if (plan.is_f16(buffer)) {
-    std::vector<uint16_t> bits(src.size());
-    for (size_t i = 0; i < src.size(); ++i) bits[i] = fp32_to_fp16(src[i]);  // round to nearest even
-    GRETA_GPU_CHECK(gpuMemcpyAsync(plan.address[size_t(buffer)] + offset * 2, bits.data(), bits.size() * 2,
-                                   gpuMemcpyHostToDevice, stream_->get()),
+  const ElemType type = plan.type(buffer);
+  if (type == ElemType::F16 || type == ElemType::Q8_0) {
+    const int64_t n = int64_t(src.size());
+    std::vector<uint32_t> raw((elem_bytes(type, n) + 3) / 4);
+    if (type == ElemType::Q8_0) {
+      kv_q8_quantize(src.data(), raw.data(), n);
+    } else {
+      auto* bits = reinterpret_cast<uint16_t*>(raw.data());
+      for (int64_t i = 0; i < n; ++i) bits[i] = fp32_to_fp16(src[size_t(i)]);  // round to nearest even
+    }
+    GRETA_GPU_CHECK(gpuMemcpyAsync(plan.address[size_t(buffer)] + elem_bytes(type, offset), raw.data(),
+                                   elem_bytes(type, n), gpuMemcpyHostToDevice, stream_->get()),
                     "writing a buffer");
-    stream_->synchronize();  // before `bits` goes
+    stream_->synchronize();  // before `raw` goes
     return;
   }
   GRETA_GPU_CHECK(gpuMemcpyAsync(plan.f32(buffer) + offset, src.data(), src.size_bytes(), gpuMemcpyHostToDevice,

@@ -1,5 +1,6 @@
-// Attention kernels of the HIP backend, over the paged KV cache (kernels.h: AttentionArgs), f32 or f16 caches (the
-// kernels are templates on the cache element C; values are converted to fp32 exactly on load).
+// Attention kernels of the HIP backend, over the paged KV cache (kernels.h: AttentionArgs), f32, f16 or q8_0 caches
+// (the kernels are templates on the cache accessor KC of kv_cache.h: KvF32, KvF16, KvQ8; values are converted to fp32
+// exactly on load, q8_0 as d * q).
 //
 // attention_decode (fp32, any head size, used for decode and small batches): split-K ("flash decoding"). Grid
 // (n_heads, n_tokens, n_splits); split s of row (t, h) handles keys [s * chunk, (s + 1) * chunk) of 0..positions[t]
@@ -25,9 +26,6 @@ constexpr int kDecodeThreads = 256;
 constexpr int kKeysPerSplit = 256;
 constexpr int kMaxSplits = 64;
 
-__device__ GRETA_INLINE float load_f32(const float& v) { return v; }
-__device__ GRETA_INLINE float load_f32(const half_t& v) { return from_half(v); }
-
 // Token t's position clamped to [-1, max_len) and sequence row to [0, n_seqs) (see AttentionArgs).
 __device__ GRETA_INLINE int64_t clamped_pos(const AttentionArgs& a, int64_t t) {
   const int64_t p = a.positions[t];
@@ -39,7 +37,7 @@ __device__ GRETA_INLINE int64_t clamped_seq(const AttentionArgs& a, int64_t t) {
 }
 
 // partials layout per (t, h, s): [m, l, O[0..dv)]
-template <class C>
+template <class KC>
 __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(AttentionArgs a, int n_splits, int64_t chunk,
                                                                           float* partials) {
   // q[head_dim] | p[kDecodeThreads] | scratch[kDecodeThreads / 32] | rows[kDecodeThreads] (int: the tile's cache rows)
@@ -60,9 +58,10 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
   for (int64_t d = tid; d < a.head_dim; d += kDecodeThreads) q_s[d] = q[d];
   __syncthreads();
 
-  const C* k_cache = static_cast<const C*>(a.k_cache) + g * a.head_dim;
-  const C* v_cache = static_cast<const C*>(a.v_cache) + g * a.head_dim_v;
+  // Element d of key row r of KV head g: flat index r * k_stride + g * head_dim + d (likewise V).
+  const KC k_cache{static_cast<decltype(KC::p)>(a.k_cache)}, v_cache{static_cast<decltype(KC::p)>(a.v_cache)};
   const int64_t k_stride = a.n_kv_heads * a.head_dim, v_stride = a.n_kv_heads * a.head_dim_v;
+  const int64_t k_base = g * a.head_dim, v_base = g * a.head_dim_v;
   float m = -INFINITY, l = 0.f;
   // Each thread accumulates output dimensions tid, tid + kDecodeThreads, ... (at most 2: head_dim_v <= 512).
   float o[2] = {0.f, 0.f};
@@ -72,12 +71,7 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     const int row = fa::key_row(pages, a.page_size, j, end, a.cache_rows);
     row_s[tid] = row < 0 ? 0 : row;
     float score = -INFINITY;
-    if (row >= 0) {
-      const C* k = k_cache + int64_t(row) * k_stride;
-      float dot = 0.f;
-      for (int64_t d = 0; d < a.head_dim; ++d) dot += q_s[d] * load_f32(k[d]);
-      score = dot * a.scale;
-    }
+    if (row >= 0) score = k_cache.row_dot(q_s, int64_t(row) * k_stride + k_base, a.head_dim) * a.scale;
     // tile max
     float mx = wave_max(score);
     if (lane_id() == 0) red[wave_id()] = mx;
@@ -99,9 +93,8 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
     for (int c = 0; c < 2; ++c) {
       const int64_t d = tid + int64_t(c) * kDecodeThreads;
       if (d >= a.head_dim_v) break;
-      const C* v = v_cache + d;
       float acc = o[c] * alpha;
-      for (int64_t jj = 0; jj < n_keys; ++jj) acc += p_s[jj] * load_f32(v[int64_t(row_s[jj]) * v_stride]);
+      for (int64_t jj = 0; jj < n_keys; ++jj) acc += p_s[jj] * v_cache.at(int64_t(row_s[jj]) * v_stride + v_base + d);
       o[c] = acc;
     }
     __syncthreads();
@@ -133,9 +126,9 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_combine_kernel(Atten
   }
 }
 
-// Flash attention for prefill; CHUNKS = head_dim_v padded to 16, in units of 16 (<= fa::kMaxDvChunks); C = the
-// cache element (float or half_t).
-template <int CHUNKS, class C>
+// Flash attention for prefill; CHUNKS = head_dim_v padded to 16, in units of 16 (<= fa::kMaxDvChunks); KC = the
+// cache accessor (kv_cache.h).
+template <int CHUNKS, class KC>
 __global__ void attention_prefill_kernel(AttentionArgs a) {
 #if defined(GRETA_HAVE_MMA)
   static_assert(Mma::kLanes == kWave, "matrix instruction and wave size disagree");
@@ -170,9 +163,9 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
   float acc_o[CHUNKS][Mma::kC];
   for (int c = 0; c < CHUNKS; ++c)
     for (int i = 0; i < Mma::kC; ++i) acc_o[c][i] = 0.f;
-  const C* k_cache = static_cast<const C*>(a.k_cache) + g * a.head_dim;
-  const C* v_cache = static_cast<const C*>(a.v_cache) + g * a.head_dim_v;
+  const KC k_cache{static_cast<decltype(KC::p)>(a.k_cache)}, v_cache{static_cast<decltype(KC::p)>(a.v_cache)};
   const int64_t k_stride = a.n_kv_heads * a.head_dim, v_stride = a.n_kv_heads * a.head_dim_v;
+  const int64_t k_base = g * a.head_dim, v_base = g * a.head_dim_v;
   // One pass per run of rows [r0, r1) of one sequence (uniform across the wave: every lane reads the same LDS).
   for (int r0 = 0; r0 < rows_valid;) {
     int max_pos = -1;
@@ -182,7 +175,8 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
     for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
       if (lane < fa::kBKV) key_rows[lane] = fa::key_row(pages, a.page_size, j0 + lane, kv_len, a.cache_rows);
       block_barrier();
-      fa::stage_kv(lane, kWave, k_cache, k_stride, v_cache, v_stride, key_rows, dims, lds_k, lds_v);
+      fa::stage_kv(lane, kWave, k_cache, k_base, k_stride, v_cache, v_base, v_stride, key_rows, dims, lds_k,
+                   lds_v);
       block_barrier();
       float acc_s[Mma::kC];
       for (int i = 0; i < Mma::kC; ++i) acc_s[i] = 0.f;
@@ -237,10 +231,17 @@ void launch_attention_decode(const LaunchCtx& c, const AttentionArgs& a, float* 
   const size_t smem = sizeof(float) * size_t(a.head_dim + kDecodeThreads + kDecodeThreads / 32) +
                       sizeof(int) * size_t(kDecodeThreads);
   const dim3 grid(unsigned(a.n_heads), unsigned(a.n_tokens), unsigned(n_splits));
-  if (a.cache_f16)
-    attention_decode_kernel<half_t><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
-  else
-    attention_decode_kernel<float><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+  switch (a.cache) {
+    case KvType::F32:
+      attention_decode_kernel<KvF32><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+      break;
+    case KvType::F16:
+      attention_decode_kernel<KvF16><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+      break;
+    case KvType::Q8_0:
+      attention_decode_kernel<KvQ8><<<grid, kDecodeThreads, smem, stream_of(c)>>>(a, n_splits, chunk, partials);
+      break;
+  }
   check_launch("attention_decode");
   attention_combine_kernel<<<dim3(unsigned(a.n_heads), unsigned(a.n_tokens)), kDecodeThreads, 0, stream_of(c)>>>(
       a, n_splits, partials);
@@ -253,17 +254,17 @@ bool attention_prefill_supported(const LaunchCtx& c, const AttentionArgs& a) {
 }
 
 namespace {
-template <class C>
+template <class KC>
 void launch_prefill_typed(const LaunchCtx& c, const AttentionArgs& a, dim3 grid, unsigned threads, size_t smem,
                           int chunks) {
   if (chunks <= 2)
-    attention_prefill_kernel<2, C><<<grid, threads, smem, stream_of(c)>>>(a);
+    attention_prefill_kernel<2, KC><<<grid, threads, smem, stream_of(c)>>>(a);
   else if (chunks <= 4)
-    attention_prefill_kernel<4, C><<<grid, threads, smem, stream_of(c)>>>(a);
+    attention_prefill_kernel<4, KC><<<grid, threads, smem, stream_of(c)>>>(a);
   else if (chunks <= 8)
-    attention_prefill_kernel<8, C><<<grid, threads, smem, stream_of(c)>>>(a);
+    attention_prefill_kernel<8, KC><<<grid, threads, smem, stream_of(c)>>>(a);
   else
-    attention_prefill_kernel<16, C><<<grid, threads, smem, stream_of(c)>>>(a);
+    attention_prefill_kernel<16, KC><<<grid, threads, smem, stream_of(c)>>>(a);
 }
 }  // namespace
 
@@ -276,10 +277,11 @@ void launch_attention_prefill(const LaunchCtx& c, const AttentionArgs& a) {
   const dim3 grid(blocks_for(a.n_tokens, fa::kBQ), unsigned(a.n_heads));
   const unsigned threads = unsigned(c.wave);
   const int chunks = d.dvp / 16;
-  if (a.cache_f16)
-    launch_prefill_typed<half_t>(c, a, grid, threads, smem, chunks);
-  else
-    launch_prefill_typed<float>(c, a, grid, threads, smem, chunks);
+  switch (a.cache) {
+    case KvType::F32: launch_prefill_typed<KvF32>(c, a, grid, threads, smem, chunks); break;
+    case KvType::F16: launch_prefill_typed<KvF16>(c, a, grid, threads, smem, chunks); break;
+    case KvType::Q8_0: launch_prefill_typed<KvQ8>(c, a, grid, threads, smem, chunks); break;
+  }
   check_launch("attention_prefill");
 }
 

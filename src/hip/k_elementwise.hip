@@ -1,5 +1,5 @@
 // Memory-bound kernels of the HIP backend: embedding lookup (any weight type), RMSNorm, bias, SwiGLU, residual add,
-// RoPE, KV-cache write (f32 or f16 paged cache), row gather. Each mirrors src/cpu/op_*.cpp; precision notes where
+// RoPE, KV-cache write (f32, f16 or q8_0 paged cache), row gather. Each mirrors src/cpu/op_*.cpp; precision notes where
 // they differ:
 //   - RMSNorm sums squares in fp32 (the CPU in fp64): a relative difference of ~1e-7 on the scale.
 //   - RoPE computes angles, cos and sin in fp64 like the CPU (positions times frequencies reach 1e5 rad, where
@@ -92,7 +92,7 @@ __global__ void rope_kernel(float* x, const int32_t* positions, int64_t n_tokens
   *pb = float(a * s + b * c);
 }
 
-// Grid (width blocks, n_tokens): one thread per element of token t's row, stored at cache row rows[t].
+// Grid (width blocks, n_tokens): one thread per element of token t's row, stored at cache row rows[t] (f32, f16).
 template <class C>
 __global__ void kv_write_kernel(const float* src, C* cache, const int32_t* rows, int64_t width, int64_t cache_rows) {
   const int64_t t = blockIdx.y, i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
@@ -103,6 +103,17 @@ __global__ void kv_write_kernel(const float* src, C* cache, const int32_t* rows,
     cache[r * width + i] = to_half(v);  // round to nearest even, as the CPU's fp32_to_fp16
   else
     cache[r * width + i] = v;
+}
+
+// q8_0 (kv_cache.h: KvQ8's layout). Grid (blocks of kThreads q8 blocks, n_tokens): one thread per block b of 32
+// elements of token t's row (width % 32 == 0), stored as block rows[t] * width / 32 + b of the cache, quantized by
+// q8_quantize_block (bit-identical to the CPU's kv_q8_quantize; the layout tests check that function on the host).
+__global__ void kv_write_q8_kernel(const float* src, uint32_t* cache, const int32_t* rows, int64_t width,
+                                   int64_t cache_rows) {
+  const int64_t t = blockIdx.y, b = int64_t(blockIdx.x) * kThreads + threadIdx.x, n_blocks = width / kQ8Block;
+  const int64_t r = rows[t];
+  if (b >= n_blocks || r < 0 || r >= cache_rows) return;
+  q8_quantize_block(src + t * width + b * kQ8Block, cache + (r * n_blocks + b) * kQ8Words);
 }
 
 // Grid (width blocks, n_rows).
@@ -169,15 +180,24 @@ void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t
   check_launch("rope");
 }
 
-void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, bool cache_f16, const int32_t* rows,
+void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, KvType type, const int32_t* rows,
                      int64_t n_tokens, int64_t width, int64_t cache_rows) {
   if (n_tokens <= 0 || width <= 0) return;
   GRETA_CHECK(n_tokens < 65536, "kv_write of ", n_tokens, " tokens");
   const dim3 grid(blocks_for(width, kThreads), unsigned(n_tokens));
-  if (cache_f16)
-    kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<half_t*>(cache), rows, width, cache_rows);
-  else
-    kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<float*>(cache), rows, width, cache_rows);
+  switch (type) {
+    case KvType::F32:
+      kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<float*>(cache), rows, width, cache_rows);
+      break;
+    case KvType::F16:
+      kv_write_kernel<<<grid, kThreads, 0, stream_of(c)>>>(src, static_cast<half_t*>(cache), rows, width, cache_rows);
+      break;
+    case KvType::Q8_0:
+      GRETA_CHECK(width % kQ8Block == 0, "kv_write: q8_0 row of ", width, " elements (not whole blocks of 32)");
+      kv_write_q8_kernel<<<dim3(blocks_for(width / kQ8Block, kThreads), unsigned(n_tokens)), kThreads, 0,
+                           stream_of(c)>>>(src, static_cast<uint32_t*>(cache), rows, width, cache_rows);
+      break;
+  }
   check_launch("kv_write");
 }
 

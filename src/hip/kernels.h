@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "hip/dequant.h"
+#include "hip/kv_cache.h"
 #include "model/model_config.h"
 
 namespace greta::hip {
@@ -34,9 +35,10 @@ void launch_add(const LaunchCtx& c, float* x, const float* y, int64_t n);
 void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
                  int64_t head_dim, int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
                  const float* freq_factors);
-// cache[rows[t], :] = src[t, :], converted to the cache's element type (fp16: round to nearest even). Rows outside
-// [0, cache_rows) are skipped (the engine rejects them before).
-void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, bool cache_f16, const int32_t* rows,
+// cache[rows[t], :] = src[t, :], converted to the cache's element type (fp16: round to nearest even; q8_0: each block
+// of 32 quantized as engine/kv_q8.h's kv_q8_quantize, bit-identical; width % 32 == 0). Rows outside [0, cache_rows)
+// are skipped (the engine rejects them before).
+void launch_kv_write(const LaunchCtx& c, const float* src, void* cache, KvType type, const int32_t* rows,
                      int64_t n_tokens, int64_t width, int64_t cache_rows);
 // out[r, :] = in[rows[r], :] for r < n_rows; rows outside [0, in_rows) give zeros. in and out must not overlap.
 void launch_gather_rows(const LaunchCtx& c, const float* in, const int32_t* rows, float* out, int64_t n_rows,
@@ -55,13 +57,14 @@ void launch_gemm(const LaunchCtx& c, const DeviceWeight& w, const float* in, flo
 // Causal attention over the paged KV cache (engine::AttentionOp): token t of page-table row s = seq[t] at position
 // p = positions[t] attends to keys j = 0..p of its sequence, key j at cache row
 //   page_table[s * pages_per_seq + j / page_size] * page_size + j % page_size.
-// The caches are fp32 or fp16 (cache_f16; both K and V of a layer have the same type). Positions are clamped to
+// The caches are fp32, fp16 or q8_0 (`cache`, kv_cache.h; both K and V of a layer have the same type; q8_0 rows
+// n_kv_heads * head_dim(_v) are whole blocks of 32). Positions are clamped to
 // [0, max_len()), sequence rows to [0, n_seqs) and cache rows outside [0, cache_rows) read as zero keys, so a bad step
 // input gives wrong numbers, never an out-of-bounds access (the engine validates the step before).
 struct AttentionArgs {
   const float* q;             // [n_tokens, n_heads, head_dim]
-  const void* k_cache;        // [cache_rows, n_kv_heads, head_dim] f32 or f16
-  const void* v_cache;        // [cache_rows, n_kv_heads, head_dim_v] f32 or f16
+  const void* k_cache;        // [cache_rows, n_kv_heads, head_dim] f32, f16 or q8_0 blocks
+  const void* v_cache;        // [cache_rows, n_kv_heads, head_dim_v] f32, f16 or q8_0 blocks
   const int32_t* positions;   // [n_tokens]
   const int32_t* seq;         // [n_tokens] page-table row of each token
   const int32_t* page_table;  // [n_seqs, pages_per_seq]
@@ -69,7 +72,7 @@ struct AttentionArgs {
   int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
   int64_t n_seqs, page_size, pages_per_seq, cache_rows;
   float scale;
-  bool cache_f16;
+  KvType cache;
   // The longest key range a token can have: every split-K grid is sized by it (a plan constant, so captured graphs
   // stay valid whatever the step's positions).
   GRETA_HD int64_t max_len() const { return page_size * pages_per_seq; }

@@ -1,5 +1,7 @@
 // The HIP kernels' in-kernel weight decoding (src/hip/dequant.h, compiled here for the CPU: the same code the
-// kernels run) against the model layer's reference codecs, for every weight format the HIP backend accepts.
+// kernels run) against the model layer's reference codecs, for every weight format the HIP backend accepts; the
+// q8_0 KV-cache code of src/hip/kv_cache.h (the kv write's quantizer, the attention kernels' accessor) against
+// engine/kv_q8.h.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,7 +9,9 @@
 #include <random>
 #include <vector>
 
+#include "engine/kv_q8.h"
 #include "hip/dequant.h"
+#include "hip/kv_cache.h"
 #include "model/quants.h"
 #include "model/tensor_types.h"
 
@@ -72,4 +76,34 @@ TEST_CASE("dequant_group16 decodes every format like the reference codecs") {
   SUBCASE(#T) { check_type<WType::T>(); }
   GRETA_HIP_FOR_EACH_WTYPE(GRETA_DEQUANT_CASE)
 #undef GRETA_DEQUANT_CASE
+}
+
+TEST_CASE("q8_0 KV cache: the kv write's block quantizer is kv_q8_quantize bit for bit, the accessor kv_q8_value") {
+  CHECK(kQ8Block == engine::kKvQ8Block);
+  CHECK(kQ8Words == engine::kKvQ8Words);
+  // Random rows, an all-zero block, exact halves (x * id = k + 0.5 for amax = 127: halves away from zero), a block
+  // whose maximum is negative, tiny and large magnitudes.
+  const int64_t n = 32 * 12;
+  std::vector<float> x = random_floats(size_t(n), 91);
+  for (int i = 0; i < 32; ++i) x[size_t(32 + i)] = 0.f;
+  for (int i = 0; i < 32; ++i) x[size_t(64 + i)] = i == 0 ? 127.f : float(i % 9) - 4.5f;
+  for (int i = 0; i < 32; ++i) x[size_t(96 + i)] = i == 5 ? -3.f : 0.01f * float(i);
+  for (int i = 0; i < 32; ++i) x[size_t(128 + i)] *= 1e-30f;
+  for (int i = 0; i < 32; ++i) x[size_t(160 + i)] *= 1e30f;
+  std::vector<uint32_t> want(size_t(n / 32 * 9)), got(want.size(), 0xdeadbeefu);
+  engine::kv_q8_quantize(x.data(), want.data(), n);
+  for (int64_t b = 0; b < n / 32; ++b) q8_quantize_block(x.data() + b * 32, got.data() + b * 9);
+  CHECK(got == want);
+  const KvQ8 cache{want.data()};
+  for (int64_t e = 0; e < n; ++e) REQUIRE(cache.at(e) == engine::kv_q8_value(want.data(), e));
+  // row_dot over slices that start and end inside blocks (head slices of head_dim 40): the dequantized values in
+  // order, as a plain loop over at().
+  const std::vector<float> q = random_floats(100, 92);
+  for (int64_t base : {int64_t(0), int64_t(40), int64_t(75), int64_t(200)})
+    for (int64_t len : {int64_t(1), int64_t(40), int64_t(64), int64_t(100)}) {
+      float ref = 0.f;
+      for (int64_t d = 0; d < len; ++d) ref += q[size_t(d)] * cache.at(base + d);
+      const float dot = cache.row_dot(q.data(), base, len);
+      CHECK_MESSAGE(std::fabs(dot - ref) <= 1e-5f * (1.f + std::fabs(ref)), "base ", base, " len ", len);
+    }
 }

@@ -42,6 +42,7 @@
 #include "engine/backend.h"
 #include "engine/engine.h"
 #include "engine/golden_run.h"
+#include "engine/kv_q8.h"
 #include "engine/model.h"
 #include "engine/op_case.h"
 #include "engine/op_cases.h"
@@ -238,15 +239,16 @@ void check_attention(const test::AttentionShape& s, uint32_t& seed) {
   CAPTURE(s.head_dim);
   CAPTURE(s.n_seqs);
   CAPTURE(s.padding);
-  const bool f16 = s.kv_type == ElemType::F16;
-  CAPTURE(f16);
+  const std::string kv_name = elem_type_name(s.kv_type);
+  CAPTURE(kv_name);
   auto [c, out, k_cache] = test::attention_case(s, seed);
   const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
   const std::string shape = cat(s.n_tokens, " tokens at ", s.start_pos, " in ", s.n_seqs, " sequence(s)",
                                 s.padding ? cat(" + ", s.padding, " padding") : std::string(), ", ", s.heads, "/",
-                                s.kv_heads, " heads of ", s.head_dim, f16 ? ", f16 cache" : ", f32 cache");
-  // An f16 cache holds the same rounded values on both sides (write() and the KV write round to nearest even), so
-  // the limits stay those of the f32 kernels.
+                                s.kv_heads, " heads of ", s.head_dim, ", ", kv_name, " cache");
+  // An f16 or q8_0 cache holds the same values on both sides (write() and the KV write round to nearest even, or
+  // quantize each block bit-identically to kv_q8_quantize), so the limits stay those of the f32 kernels and the KV
+  // write (read back dequantized) is exact.
   compare(c, out, flash ? kMatrixCore : kF32, cat("attention ", shape, flash ? " flash" : " split-K"));
   compare(c, k_cache, kExact, cat("kv write ", shape));
 }
@@ -266,10 +268,10 @@ TEST_CASE("hip kv write + attention: prefill and decode, GQA and MQA, head dims 
   for (const Shape& s : shapes) check_attention(s, seed);
 }
 
-TEST_CASE("hip attention over a paged cache: several sequences per step, padding, f16 caches") {
+TEST_CASE("hip attention over a paged cache: several sequences per step, padding, f16 and q8_0 caches") {
   HIP_DEVICE_OR_SKIP();
   using Shape = test::AttentionShape;
-  const ElemType f32 = ElemType::F32, f16 = ElemType::F16;
+  const ElemType f32 = ElemType::F32, f16 = ElemType::F16, q8 = ElemType::Q8_0;
   // Sequences on scrambled pages (test::attention_case): sequence i starts at start + 37 i, the first takes the
   // remainder of the tokens. Flash attention (>= 16 tokens) then has 16-row query tiles that span sequences.
   const Shape shapes[] = {
@@ -285,6 +287,13 @@ TEST_CASE("hip attention over a paged cache: several sequences per step, padding
       {50, 300, 4, 2, 80, 1, f16, 0},    //   prefill (flash),
       {33, 7, 4, 2, 128, 4, f16, 3},     //   several sequences and padding (flash),
       {8, 400, 4, 1, 64, 8, f16, 0},     //   8 decode sequences (split-K)
+      // q8_0 caches (K/V rows whole blocks of 32; head_dim 40, 80 and 96 start heads inside blocks):
+      {1, 200, 8, 2, 64, 1, q8, 0},      //   decode,
+      {7, 0, 8, 4, 40, 1, q8, 0},        //   a small batch (split-K),
+      {50, 300, 4, 4, 40, 1, q8, 0},     //   prefill (flash),
+      {33, 7, 4, 2, 128, 4, q8, 3},      //   several sequences and padding (flash),
+      {24, 100, 8, 2, 80, 24, q8, 0},    //   24 one-token sequences (flash, one-row runs),
+      {8, 400, 6, 3, 96, 8, q8, 0},      //   8 decode sequences (split-K)
   };
   uint32_t seed = 650;
   for (const Shape& s : shapes) check_attention(s, seed);
@@ -309,16 +318,27 @@ TEST_CASE("hip gather rows: logit rows in any order, repeated") {
   }
 }
 
-TEST_CASE("hip persistent buffers: a larger declaration keeps the contents and zeros the rest") {
+TEST_CASE("hip persistent buffers (f32, f16, q8_0): a larger declaration keeps the contents and zeros the rest") {
   HIP_DEVICE_OR_SKIP();
-  for (ElemType type : {ElemType::F32, ElemType::F16}) {
-    CAPTURE(int(type));
-    const int64_t width = 8, small_rows = 4, large_rows = 10;
+  // What the cache holds for `values` (rows of whole q8_0 blocks): the values themselves for f32 and f16 (they are
+  // exact in f16), their q8_0 round trip (engine/kv_q8.h) otherwise.
+  auto stored = [](ElemType type, std::vector<float> values) {
+    if (type != ElemType::Q8_0) return values;
+    std::vector<uint32_t> blocks(values.size() / size_t(kKvQ8Block) * size_t(kKvQ8Words));
+    kv_q8_quantize(values.data(), blocks.data(), int64_t(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = kv_q8_value(blocks.data(), int64_t(i));
+    return values;
+  };
+  for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::Q8_0}) {
+    const std::string type_name = elem_type_name(type);
+    CAPTURE(type_name);
+    const int64_t width = 32, small_rows = 4, large_rows = 10;  // a row: one q8_0 block
     auto hip = hip_backend();
     hip->load_weights({});
     // Values exact in f16: multiples of 1/8 in [-4, 4].
     std::vector<float> first(size_t(small_rows * width));
     for (size_t i = 0; i < first.size(); ++i) first[i] = float(int(i % 64) - 32) / 8.f;
+    const std::vector<float> first_stored = stored(type, first);
     Plan small;
     const BufferId small_kv = small.add_buffer("blk.0.k_cache", type, BufferRole::Persistent, small_rows * width);
     auto small_prepared = hip->prepare(small);
@@ -335,7 +355,7 @@ TEST_CASE("hip persistent buffers: a larger declaration keeps the contents and z
     std::vector<float> all(size_t(large_rows * width));
     hip->read(*prepared, kv, 0, all);
     for (size_t i = 0; i < all.size(); ++i)
-      REQUIRE_MESSAGE(all[i] == (i < first.size() ? first[i] : 0.f), "element ", i);
+      REQUIRE_MESSAGE(all[i] == (i < first.size() ? first_stored[i] : 0.f), "element ", i);
     // The enlarged buffer is the one the plan's ops use: write rows 9 and 2 through the plan.
     std::vector<float> k(size_t(2 * width));
     for (size_t i = 0; i < k.size(); ++i) k[i] = 0.5f + float(i);
@@ -344,10 +364,20 @@ TEST_CASE("hip persistent buffers: a larger declaration keeps the contents and z
     step.kv_rows = {9, 2};
     hip->execute(*prepared, step.view());
     hip->read(*prepared, kv, 0, all);
+    const std::vector<float> k_stored = stored(type, k);
     for (int64_t i = 0; i < width; ++i) {
-      CHECK(all[size_t(9 * width + i)] == k[size_t(i)]);
-      CHECK(all[size_t(2 * width + i)] == k[size_t(width + i)]);
-      CHECK(all[size_t(1 * width + i)] == first[size_t(width + i)]);
+      CHECK(all[size_t(9 * width + i)] == k_stored[size_t(i)]);
+      CHECK(all[size_t(2 * width + i)] == k_stored[size_t(width + i)]);
+      CHECK(all[size_t(1 * width + i)] == first_stored[size_t(width + i)]);
+    }
+    // A range read inside the buffer (offset and count whole blocks) gives the same values.
+    std::vector<float> part(size_t(2 * width));
+    hip->read(*prepared, kv, 2 * width, part);
+    for (int64_t i = 0; i < 2 * width; ++i) CHECK(part[size_t(i)] == all[size_t(2 * width + i)]);
+    if (type == ElemType::Q8_0) {  // q8_0 ranges must be whole blocks
+      std::vector<float> odd(8);
+      CHECK_THROWS_AS(hip->read(*prepared, kv, 4, odd), Error);
+      CHECK_THROWS_AS(hip->write(*prepared, kv, 0, odd), Error);
     }
   }
 }
@@ -450,15 +480,16 @@ TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU ref
   CHECK(models.size() >= 22);
 }
 
-TEST_CASE("hip golden: both prompts of every model as concurrent sequences beside six others, f32 and f16 KV") {
+TEST_CASE("hip golden: both prompts of every model as concurrent sequences beside six others, f32, f16, q8_0 KV") {
   HIP_DEVICE_OR_SKIP();
   // Multi-sequence steps end to end (tests/engine/golden_run.h): sequences join and leave at different steps,
   // prefill chunks and decode tokens share steps, the page pool is shared; each golden sequence is scored as alone.
   const auto by_model = test::golden_cases_by_model();
   REQUIRE(by_model.size() >= 22);
   int passed = 0, total = 0;
+  // q8_0 where the model's K/V rows are whole blocks of 32 (test::kv_types_for), with kv_nmse_limit's limit.
   for (const auto& [model_path, cases] : by_model)
-    for (ElemType kv : {ElemType::F32, ElemType::F16}) {
+    for (ElemType kv : test::kv_types_for(model_path)) {
       const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, hip_backend(), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
         const test::GoldenResult& r = results[i];

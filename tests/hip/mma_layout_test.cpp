@@ -3,8 +3,8 @@
 //      every instruction the kernels use (MFMA on CDNA, WMMA on RDNA3, mma.sync on NVIDIA);
 //   2. the kernels' own tile code (gemm_tile.h, attn_tile.h: staging, fragment loads, the order of matrix
 //      instructions, the result stores), run lane by lane on the CPU with each instruction executed by its model,
-//      computes the right GEMM and attention (over a paged KV cache, query tiles spanning sequences) for random
-//      inputs and odd sizes, for every weight format;
+//      computes the right GEMM and attention (over a paged KV cache of f32 or q8_0 values, query tiles spanning
+//      sequences) for random inputs and odd sizes, for every weight format;
 //   3. deliberately wrong layouts (transposed operands, the wrong accumulator interleave, missing WMMA replicas) are
 //      caught by the same checks: the tests can fail.
 #include <doctest/doctest.h>
@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine/kv_q8.h"
 #include "hip/attn_tile.h"
 #include "hip/gemm_tile.h"
 #include "hip/mma_layout.h"
@@ -283,6 +284,8 @@ struct AttnProblem {
   int64_t page_size, pages_per_seq, cache_rows;
   float scale;
   std::vector<float> q, k, v;  // k, v: [cache_rows, n_kv_heads, head_dim(_v)], random everywhere
+  // q8_0 caches (engine/kv_q8.h) when not empty: k and v then hold their dequantized values (the reference's input).
+  std::vector<uint32_t> k_q8, v_q8;
   std::vector<int32_t> positions, seq, page_table;
   int64_t row(int64_t s, int64_t j) const {
     return int64_t(page_table[size_t(s * pages_per_seq + j / page_size)]) * page_size + j % page_size;
@@ -293,7 +296,7 @@ struct AttnProblem {
 // pages 1.. (page 0 unused), so a kernel that ignores the page table or mixes sequences up gets wrong keys.
 AttnProblem make_paged_attention(const std::vector<int64_t>& lens, const std::vector<int64_t>& starts, int64_t n_heads,
                                  int64_t n_kv, int64_t d, int64_t dv, int64_t page_size, uint32_t seed) {
-  AttnProblem p{0, n_heads, n_kv, d, dv, page_size, 0, 0, 1.f / std::sqrt(float(d)), {}, {}, {}, {}, {}, {}};
+  AttnProblem p{0, n_heads, n_kv, d, dv, page_size, 0, 0, 1.f / std::sqrt(float(d)), {}, {}, {}, {}, {}, {}, {}, {}};
   for (size_t i = 0; i < lens.size(); ++i) {
     p.n_tokens += lens[i];
     p.pages_per_seq = std::max(p.pages_per_seq, (starts[i] + lens[i] + page_size - 1) / page_size);
@@ -315,6 +318,18 @@ AttnProblem make_paged_attention(const std::vector<int64_t>& lens, const std::ve
   p.q = random_floats(size_t(p.n_tokens * n_heads * d), seed, -2.f, 2.f);
   p.k = random_floats(size_t(p.cache_rows * n_kv * d), seed + 1, -2.f, 2.f);
   p.v = random_floats(size_t(p.cache_rows * n_kv * dv), seed + 2);
+  return p;
+}
+
+// The problem with q8_0 K and V caches: quantized as the kv write does, the reference reading the dequantized values.
+// Rows n_kv * head_dim(_v) must be whole blocks of 32 (heads need not be: head_dim 40 splits blocks between heads).
+AttnProblem with_q8_cache(AttnProblem p) {
+  for (auto [x, blocks] : {std::pair{&p.k, &p.k_q8}, std::pair{&p.v, &p.v_q8}}) {
+    REQUIRE(x->size() % engine::kKvQ8Block == 0);
+    blocks->assign(x->size() / engine::kKvQ8Block * engine::kKvQ8Words, 0);
+    engine::kv_q8_quantize(x->data(), blocks->data(), int64_t(x->size()));
+    for (size_t i = 0; i < x->size(); ++i) (*x)[i] = engine::kv_q8_value(blocks->data(), int64_t(i));
+  }
   return p;
 }
 
@@ -415,8 +430,12 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
           std::fill(lds_k.begin(), lds_k.end(), std::nanf(""));
           std::fill(lds_v.begin(), lds_v.end(), std::nanf(""));
           for (int lane = 0; lane < M::kLanes; ++lane)
-            fa::stage_kv(lane, M::kLanes, p.k.data() + g * p.head_dim, k_stride, p.v.data() + g * p.head_dim_v,
-                         v_stride, key_rows, dims, lds_k.data(), lds_v.data());
+            if (p.k_q8.empty())
+              fa::stage_kv(lane, M::kLanes, KvF32{p.k.data()}, g * p.head_dim, k_stride, KvF32{p.v.data()},
+                           g * p.head_dim_v, v_stride, key_rows, dims, lds_k.data(), lds_v.data());
+            else  // the q8_0 accessor on the blocks (as the kernel's KvQ8 instantiation)
+              fa::stage_kv(lane, M::kLanes, KvQ8{p.k_q8.data()}, g * p.head_dim, k_stride, KvQ8{p.v_q8.data()},
+                           g * p.head_dim_v, v_stride, key_rows, dims, lds_k.data(), lds_v.data());
           // S = Q K^T
           std::vector<std::vector<float>> acc_s(M::kLanes, std::vector<float>(M::kC, 0.f));
           std::vector<std::vector<Call>> calls(M::kLanes);
@@ -539,6 +558,23 @@ TEST_CASE("flash attention's tile code over a paged cache: query tiles spanning 
   const AttnProblem decode = make_paged_attention(lens, starts, 2, 1, 64, 64, 12, 62);
   CHECK(attention_error<MmaMfma16, Mfma16Model>(decode) < 1e-5);
   CHECK(attention_error<MmaNv16, Nv16Model>(decode) < 1e-5);
+}
+
+TEST_CASE("flash attention's tile code over a q8_0 cache: blocks dequantized while staging, heads splitting blocks") {
+  // head_dim 40 and head_dim_v 24 with 4 KV heads: rows of 160 and 96 values (5 and 3 blocks), most heads' slices
+  // start inside a block; GQA 8/4, several sequences on scrambled pages. The reference reads the dequantized cache,
+  // so the tile code must stage exactly d * q from the right block and byte.
+  const AttnProblem mixed =
+      with_q8_cache(make_paged_attention({5, 1, 20, 1, 1, 9}, {40, 77, 3, 0, 130, 16}, 8, 4, 40, 24, 8, 71));
+  CHECK(attention_error<MmaMfma16, Mfma16Model>(mixed) < 1e-5);
+  CHECK(attention_error<MmaWmma16, Wmma16Model>(mixed) < 1e-5);
+  CHECK(attention_error<MmaNv16, Nv16Model>(mixed) < 1e-5);
+  const AttnProblem one = with_q8_cache(make_attention(33, 2, 1, 64, 64, 5, 72));  // head-aligned blocks
+  CHECK(attention_error<MmaNv16, Nv16Model>(one) < 1e-5);
+  // The check can fail: K blocks with their first two words swapped (elements 0..3 and 4..7 exchanged).
+  AttnProblem wrong = mixed;
+  for (size_t i = 0; i + 1 < wrong.k_q8.size(); i += engine::kKvQ8Words) std::swap(wrong.k_q8[i], wrong.k_q8[i + 1]);
+  CHECK(attention_error<MmaNv16, Nv16Model>(wrong) > 1e-3);
 }
 
 TEST_CASE("wrong layouts are caught: the checks above fail for each mutant") {
