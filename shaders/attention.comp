@@ -16,11 +16,21 @@
 // workgroup (x, y) handles keys [y * split_keys, (y + 1) * split_keys) of (token, head) x and writes its unnormalised
 // partial result to `partials` [n_tokens * n_heads, n_splits, head_dim_v + 2] = (acc[0..head_dim_v), m, l) instead
 // of `out`; attention_combine.comp merges the splits (a split past the token's position writes m = -inf, l = 0).
-#ifdef CACHE_F16
+// With CACHE_Q8 they are Q8_0 (engine/kv_q8.h): flat arrays of blocks of 32 elements, 9 words each (words 0..7 the
+// int8 values, element 4w + b of the block in byte b of word w; word 8 the f32 scale), so element e of a cache is
+// byte e % 4 of word (e / 32) * 9 + (e % 32) / 4, times the scale word (e / 32) * 9 + 8 (CACHE_AT).
+#if defined(CACHE_Q8)
+#define CACHE_T uint
+#define CACHE_AT(c, e)                          \
+  (uintBitsToFloat(c[(e) / 32u * 9u + 8u]) *    \
+   float(bitfieldExtract(int(c[(e) / 32u * 9u + (e) % 32u / 4u]), int((e) % 4u) * 8, 8)))
+#elif defined(CACHE_F16)
 #extension GL_EXT_shader_16bit_storage : require
 #define CACHE_T float16_t
+#define CACHE_AT(c, e) float(c[e])
 #else
 #define CACHE_T float
+#define CACHE_AT(c, e) float(c[e])
 #endif
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { float q[]; };
@@ -98,10 +108,10 @@ void main() {
         uint i = 0;
         for (; i + 4 <= pc.head_dim; i += 4)
           dot4 += vec4(qs[i], qs[i + 1], qs[i + 2], qs[i + 3]) *
-                  vec4(float(k_cache[kb + i]), float(k_cache[kb + i + 1]), float(k_cache[kb + i + 2]),
-                       float(k_cache[kb + i + 3]));
+                  vec4(CACHE_AT(k_cache, kb + i), CACHE_AT(k_cache, kb + i + 1), CACHE_AT(k_cache, kb + i + 2),
+                       CACHE_AT(k_cache, kb + i + 3));
         float dot_qk = (dot4.x + dot4.y) + (dot4.z + dot4.w);
-        for (; i < pc.head_dim; ++i) dot_qk += qs[i] * float(k_cache[kb + i]);
+        for (; i < pc.head_dim; ++i) dot_qk += qs[i] * CACHE_AT(k_cache, kb + i);
         s = dot_qk * pc.scale;
       }
       const float m_new = max(m, reduce_max(s));
@@ -120,10 +130,11 @@ void main() {
         uint jj = 0;
         for (; jj + 4 <= block; jj += 4)
           a4 += vec4(probs[jj], probs[jj + 1], probs[jj + 2], probs[jj + 3]) *
-                vec4(float(v_cache[key_row[jj] * v_stride + vb]), float(v_cache[key_row[jj + 1] * v_stride + vb]),
-                     float(v_cache[key_row[jj + 2] * v_stride + vb]), float(v_cache[key_row[jj + 3] * v_stride + vb]));
+                vec4(CACHE_AT(v_cache, key_row[jj] * v_stride + vb), CACHE_AT(v_cache, key_row[jj + 1] * v_stride + vb),
+                     CACHE_AT(v_cache, key_row[jj + 2] * v_stride + vb),
+                     CACHE_AT(v_cache, key_row[jj + 3] * v_stride + vb));
         float a = (a4.x + a4.y) + (a4.z + a4.w);
-        for (; jj < block; ++jj) a += probs[jj] * float(v_cache[key_row[jj] * v_stride + vb]);
+        for (; jj < block; ++jj) a += probs[jj] * CACHE_AT(v_cache, key_row[jj] * v_stride + vb);
         acc[i] = acc[i] * correction + a;
       }
       barrier();  // probs[] and key_row[] are rewritten by the next block

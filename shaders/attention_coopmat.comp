@@ -2,7 +2,7 @@
 // Causal prefill attention on cooperative matrices (VK_KHR_cooperative_matrix 16x16x16, f16 operands, f32
 // accumulation): the same contract as attention.comp (the paged cache, several sequences per step) for head dims that
 // are multiples of 16 and at most 128. The caches are f32 (converted to f16 when staged), or f16 with CACHE_F16
-// (staged as they are).
+// (staged as they are), or Q8_0 with CACHE_Q8 (dequantized in f32, then converted to f16 when staged).
 //
 // A workgroup of WARPS subgroups (spec constant 1, at most 4; local size = WARPS * the subgroup size, spec constant 0)
 // owns 16 * WARPS consecutive query tokens of one head h (KV head g = h / (n_heads / n_kv_heads)); subgroup w owns
@@ -38,12 +38,27 @@
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_control_flow_attributes : require
-#ifdef CACHE_F16
-// Four halves as two 32-bit words: one 8-byte load per staged item, converted bit for bit (unpackFloat2x16).
+// CACHE_WORD: a cache buffer's element; CACHE_VEC4: what kv_load holds of one staged vec4 (CACHE_LOAD(c, i): vec4 i,
+// elements 4i .. 4i + 3), converted to f16 by TO_F16VEC4 when staged.
+#if defined(CACHE_Q8)
+// Q8_0 (engine/kv_q8.h): blocks of 32 elements, 9 words each (words 0..7 the int8 values, element 4w + b of the block
+// in byte b of word w; word 8 the f32 scale). vec4 i is word (i / 8) * 9 + i % 8 with the block's scale word
+// (i / 8) * 9 + 8: both loaded, dequantized in f32 (as the other kernels), then rounded to f16.
+#define CACHE_WORD uint
 #define CACHE_VEC4 uvec2
+#define CACHE_LOAD(c, i) uvec2(c[(i) / 8u * 9u + (i) % 8u], c[(i) / 8u * 9u + 8u])
+#define TO_F16VEC4(r) f16vec4(uintBitsToFloat((r).y) * vec4(bitfieldExtract(int((r).x), 0, 8), \
+    bitfieldExtract(int((r).x), 8, 8), bitfieldExtract(int((r).x), 16, 8), bitfieldExtract(int((r).x), 24, 8)))
+#elif defined(CACHE_F16)
+// Four halves as two 32-bit words: one 8-byte load per staged item, converted bit for bit (unpackFloat2x16).
+#define CACHE_WORD uvec2
+#define CACHE_VEC4 uvec2
+#define CACHE_LOAD(c, i) c[i]
 #define TO_F16VEC4(r) f16vec4(unpackFloat2x16((r).x), unpackFloat2x16((r).y))
 #else
+#define CACHE_WORD vec4
 #define CACHE_VEC4 vec4
+#define CACHE_LOAD(c, i) c[i]
 #define TO_F16VEC4(r) f16vec4(r)
 #endif
 layout(local_size_x_id = 0) in;
@@ -52,8 +67,8 @@ layout(constant_id = 1) const uint WARPS = 4;
 // 32-key block (the host checks), so a block's keys lie on one page and take one page-table lookup.
 layout(constant_id = 2) const uint PAGE_SIZE = 32;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };       // D % 16 == 0: rows start on a vec4
-layout(binding = 1) readonly buffer K { CACHE_VEC4 k_cache[]; };
-layout(binding = 2) readonly buffer V { CACHE_VEC4 v_cache[]; };
+layout(binding = 1) readonly buffer K { CACHE_WORD k_cache[]; };
+layout(binding = 2) readonly buffer V { CACHE_WORD v_cache[]; };
 layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };
 layout(binding = 5) readonly buffer Seq { int seq[]; };
@@ -130,7 +145,7 @@ void sync_subgroup() {
 CACHE_VEC4 kv_load(bool is_v, uint i, uint j0, uint kv_end, uint block_row, uint D4, uint stride4, uint head4) {
   const uint kk = i / D4, row = block_row + min(kk, kv_end - 1u - j0);
   const uint at = row * stride4 + head4 + (i - kk * D4);
-  return is_v ? v_cache[at] : k_cache[at];
+  return is_v ? CACHE_LOAD(v_cache, at) : CACHE_LOAD(k_cache, at);
 }
 
 // The cache row of key j0 (a block's first) of the sequence whose page-table row starts at page_base.

@@ -7,7 +7,7 @@
 // [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads), of the
 // token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] * pages_per_seq + j / page_size] *
 // page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or f16 with CACHE_F16 (read as
-// two 32-bit words per 4 halves, computed in f32). Each
+// two 32-bit words per 4 halves, computed in f32), or Q8_0 with CACHE_Q8 (dequantized to f32: CACHE_AT4). Each
 // subgroup walks its own keys (subgroup s of S takes keys s, s + S, ...), KEYS at a time: lane i holds dims
 // 4i .. 4i + 3 (+ 4 * subgroup size * c) of q, scores each key with one vec4 dot product and a subgroupAdd (a whole
 // key row is one coalesced read by the subgroup), and keeps its own online softmax (running max m, denominator l)
@@ -28,13 +28,25 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_EXT_control_flow_attributes : require
-#ifdef CACHE_F16
+// CACHE_AT4(c, i): vec4 i of a cache (elements 4i .. 4i + 3) in f32.
+#if defined(CACHE_Q8)
+// Q8_0 (engine/kv_q8.h): blocks of 32 elements, 9 words each (words 0..7 the int8 values, element 4w + b of the block
+// in byte b of word w; word 8 the f32 scale). vec4 i is word (i / 8) * 9 + i % 8, times the block's scale word
+// (i / 8) * 9 + 8: two 4-byte loads per lane and key.
+#define CACHE_VEC4 uint
+#define CACHE_AT4(c, i) q8_vec4(c[(i) / 8u * 9u + (i) % 8u], c[(i) / 8u * 9u + 8u])
+vec4 q8_vec4(uint word, uint scale) {
+  const int w = int(word);
+  return uintBitsToFloat(scale) *
+         vec4(bitfieldExtract(w, 0, 8), bitfieldExtract(w, 8, 8), bitfieldExtract(w, 16, 8), bitfieldExtract(w, 24, 8));
+}
+#elif defined(CACHE_F16)
 // Four halves as two 32-bit words: one 8-byte load per lane and key, unpacked to f32.
 #define CACHE_VEC4 uvec2
-#define LOAD4(r) vec4(unpackHalf2x16((r).x), unpackHalf2x16((r).y))
+#define CACHE_AT4(c, i) vec4(unpackHalf2x16(c[i].x), unpackHalf2x16(c[i].y))
 #else
 #define CACHE_VEC4 vec4
-#define LOAD4(r) (r)
+#define CACHE_AT4(c, i) c[i]
 #endif
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };
@@ -158,7 +170,7 @@ void main() {
       float part = 0.0;
       [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
         const uint d4 = lane + c * sgs;
-        if (d4 < D4) part += dot(qv[c], LOAD4(k4[row[k] * k_row4 + g * D4 + d4]));
+        if (d4 < D4) part += dot(qv[c], CACHE_AT4(k4, row[k] * k_row4 + g * D4 + d4));
       }
       s[k] = subgroupAdd(part);
     }
@@ -178,7 +190,7 @@ void main() {
       const uint d4 = lane + c * sgs;
       if (d4 >= DV4) continue;
       vec4 a = acc[c] * corr;
-      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * LOAD4(v4[row[k] * v_row4 + g * DV4 + d4]);
+      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * CACHE_AT4(v4, row[k] * v_row4 + g * DV4 + d4);
       acc[c] = a;
     }
     row0 = next_row0;

@@ -16,14 +16,17 @@ include(${CMAKE_CURRENT_LIST_DIR}/dequant.cmake)
 # The forward pass (src/vk/backend/op_*.cpp), f32 activations.
 greta_add_shader(rmsnorm_f32 rmsnorm.comp)
 greta_add_shader(rope_f32 rope.comp)
-# KV-cache kernels: one variant per cache element type (f32; f16 through 16-bit storage, CACHE_F16), picked by the
-# cache buffer's type (op_kv_write.cpp, op_attention.cpp, op_rope_kv.cpp).
+# KV-cache kernels: one variant per cache element type (f32; f16 through 16-bit storage, CACHE_F16; Q8_0, CACHE_Q8:
+# engine/kv_q8.h's blocks, the readers' variants suffixed _kvq8), picked by the cache buffer's type (op_kv_write.cpp,
+# op_attention.cpp, op_rope_kv.cpp; rope_kv has no Q8_0 variant: fusion.cpp does not fuse over Q8_0 caches).
 greta_add_shader(kv_write_f32 kv_write.comp)
 greta_add_shader(kv_write_f16 kv_write.comp DEFINES CACHE_F16)
 greta_add_shader(kv_write_f32_vec4 kv_write.comp DEFINES VEC4)
 greta_add_shader(kv_write_f16_vec4 kv_write.comp DEFINES CACHE_F16 VEC4)
+greta_add_shader(kv_write_q8 kv_write.comp DEFINES CACHE_Q8)
 greta_add_shader(attention_f32 attention.comp)
 greta_add_shader(attention_f32_kvf16 attention.comp DEFINES CACHE_F16)
+greta_add_shader(attention_f32_kvq8 attention.comp DEFINES CACHE_Q8)
 greta_add_shader(gather_rows_f32 gather_rows.comp)
 greta_add_shader(swiglu_f32 swiglu.comp)
 greta_add_shader(add_inplace_f32 add_inplace.comp)
@@ -45,6 +48,7 @@ endforeach()
 # Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).
 greta_add_shader(attention_coopmat_f16 attention_coopmat.comp REQUIRES coopmat)
 greta_add_shader(attention_coopmat_f16_kvf16 attention_coopmat.comp DEFINES CACHE_F16 REQUIRES coopmat)
+greta_add_shader(attention_coopmat_f16_kvq8 attention_coopmat.comp DEFINES CACHE_Q8 REQUIRES coopmat)
 
 # Decode matvec, block-wise (shaders/matvec_block.comp): the quantized types, chosen by op_matvec.cpp (f32/f16/bf16
 # keep matvec_<type>); matvec_q8_<type> takes int8 activations (X_Q8) on devices with integer dot products. Paired
@@ -59,6 +63,7 @@ greta_add_shader(quantize_q8 quantize_q8.comp)
 greta_add_shader(attention_combine_f32 attention_combine.comp)
 greta_add_shader(attention_decode_f32 attention_decode.comp)
 greta_add_shader(attention_decode_f32_kvf16 attention_decode.comp DEFINES CACHE_F16)
+greta_add_shader(attention_decode_f32_kvq8 attention_decode.comp DEFINES CACHE_Q8)
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.
 greta_add_shader(rope_kv_f32 rope_kv.comp)
 greta_add_shader(rope_kv_f32_kvf16 rope_kv.comp DEFINES CACHE_F16)

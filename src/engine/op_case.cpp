@@ -33,7 +33,7 @@ OpCase::OpCase(int64_t n_tokens, int64_t ctx, int64_t n_seqs) {
 }
 
 BufferId OpCase::input(const std::string& name, int64_t elems, uint32_t seed, float scale, ElemType type) {
-  GRETA_CHECK(type == ElemType::F32 || type == ElemType::F16);
+  GRETA_CHECK(type == ElemType::F32 || type == ElemType::F16 || (type == ElemType::Q8_0 && elems % 32 == 0));
   const BufferId id = plan.add_buffer(name, type, BufferRole::Scratch, elems);
   inputs[id] = uniform(size_t(elems), seed, -scale, scale);
   return id;

@@ -39,7 +39,8 @@ struct OpCase {
   // positions plus the sink page.
   OpCase(int64_t n_tokens, int64_t ctx, int64_t n_seqs = 1);
 
-  // A scratch input of uniform random values in [-scale, scale) (F16 buffers hold them rounded to f16).
+  // A scratch input of uniform random values in [-scale, scale) (F16 buffers hold them rounded to f16, Q8_0 ones
+  // quantized per 32: engine/kv_q8.h).
   BufferId input(const std::string& name, int64_t elems, uint32_t seed, float scale = 1.f,
                  ElemType type = ElemType::F32);
 

@@ -517,3 +517,20 @@ TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dis
   const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
   CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
 }
+
+TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8)") {
+  uint32_t seed = 1150;
+  for (int64_t n : {int64_t(1), int64_t(3)}) {
+    CAPTURE(n);
+    // Rows of 2 x 64 elements: 4 q8_0 blocks. Both backends quantize the same rotated f32 K rows.
+    // OpCase::input takes F32 and F16 buffers: the caches are built as F32 ones and retyped before preparing.
+    auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, n, 64, false, true, true, seed);
+    for (engine::BufferId b : {rc.k_cache, rc.v_cache})
+      rc.c.plan.buffers[size_t(b)].type = engine::ElemType::Q8_0;
+    const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-10);
+    CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
+    CHECK_MESSAGE(has(kernels, "kv_write_q8"), kernels);
+    compare(rc.c, rc.q, 1e-8);
+    compare(rc.c, rc.v_cache, 1e-10);
+  }
+}

@@ -2,10 +2,14 @@
 // chunks, decode tokens, both mixed, padding) on scrambled pages, F16 caches, the rope_kv fusion's paged f16 writes,
 // GatherRows, and the persistent KV buffers growing with their contents kept. Every op against the CPU reference
 // backend, which implements the same contract (and also stores F16 caches as f16, so f16 cases compare as tightly
-// as f32 ones: both compute in f32 from the same halves).
+// as f32 ones: both compute in f32 from the same halves). Q8_0 caches likewise: both backends quantize the same f32
+// rows the same way (engine/kv_q8.h; kv_write_q8 on the device, kv_q8_quantize on the CPU) and dequantize d * q in
+// f32, so the attention outputs differ only by the reduction order, as with f32 caches.
 //   attention (f32 reductions in another order)                1e-9; 2e-6 where the cooperative-matrix kernel ran
 //   cache contents (kv_write, rope_kv)                         1e-12 f32; 1e-10 f16 (a device may flush f16
-//                                                              subnormals when it converts)
+//                                                              subnormals when it converts); 1e-10 q8_0 (a device
+//                                                              whose division is not correctly rounded may get a
+//                                                              scale 1 ulp off, or round an int8 tie the other way)
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -18,6 +22,7 @@
 #include "core/half.h"
 #include "cpu/cpu_backend.h"
 #include "engine/backend.h"
+#include "engine/kv_q8.h"
 #include "engine/op_case.h"
 #include "engine/op_cases.h"
 #include "engine/plan.h"
@@ -51,7 +56,14 @@ std::string compare(OpCase& c, BufferId out, double limit, int64_t first = 0, in
   return kernels;
 }
 
-double cache_limit(ElemType type) { return type == ElemType::F16 ? 1e-10 : 1e-12; }
+// OpCase::input takes F32 and F16 buffers: Q8_0 caches are built as F32 ones (the same random values) and retyped
+// here, before anything is prepared; both backends then quantize those values on write (engine/kv_q8.h).
+void retype_caches(OpCase& c, ElemType type) {
+  for (BufferDecl& b : c.plan.buffers)
+    if (b.name == "k_cache" || b.name == "v_cache") b.type = type;
+}
+
+double cache_limit(ElemType type) { return type == ElemType::F32 ? 1e-12 : 1e-10; }
 
 // Padding tokens all write KV row 0 (the sink page) in any order, and their outputs are meaningless: a padded step is
 // compared on its real tokens' outputs (they come first) and on the cache past page 0. Returns the kernel list.
@@ -78,8 +90,10 @@ test::AttentionCase mixed_attention_case(const std::vector<int64_t>& lens, const
   const BufferId q = c.input("q", n * heads * head_dim, seed++);
   const BufferId k = c.input("k", n * kv_width, seed++);
   const BufferId v = c.input("v", n * kv_width, seed++);
-  const BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, kv_type);
-  const BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, kv_type);
+  const ElemType input_type = kv_type == ElemType::Q8_0 ? ElemType::F32 : kv_type;  // retyped below
+  const BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, input_type);
+  const BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, input_type);
+  retype_caches(c, kv_type);
   const BufferId out = c.output("attn", n * heads * head_dim);
   c.add("k write", KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
   c.add("v write", KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
@@ -91,7 +105,7 @@ test::AttentionCase mixed_attention_case(const std::vector<int64_t>& lens, const
 
 }  // namespace
 
-TEST_CASE("vk paged attention: several sequences per step, prefill and decode, padding, f32 and f16 caches") {
+TEST_CASE("vk paged attention: several sequences per step, prefill and decode, padding, f32, f16 and q8_0 caches") {
   // {n_tokens, start_pos, heads, kv_heads, head_dim, n_seqs, kv_type, padding}: prefill chunks of 2, 3 and 5
   // sequences (>= 16 tokens: the cooperative-matrix kernel where the device has it), decode steps of one token per
   // sequence (<= 4 tokens: the split-key kernels, attention_decode for head dims that are multiples of 4,
@@ -100,12 +114,18 @@ TEST_CASE("vk paged attention: several sequences per step, prefill and decode, p
       {40, 10, 4, 2, 64, 2},       {48, 100, 8, 2, 128, 3},    {37, 0, 4, 1, 64, 5},      {70, 200, 2, 1, 80, 3},
       {3, 200, 8, 2, 64, 3},       {4, 300, 4, 4, 40, 4},      {2, 150, 4, 2, 18, 2},     {8, 450, 8, 2, 64, 8},
       {16, 60, 4, 2, 128, 16},     {20, 5, 4, 2, 64, 2, ElemType::F32, 3},  {4, 100, 4, 2, 64, 2, ElemType::F32, 2},
-      {2, 480, 8, 8, 128, 1, ElemType::F32, 1}};  // (kv_type is set below)
+      {2, 480, 8, 8, 128, 1, ElemType::F32, 1},
+      {2, 150, 16, 16, 18, 2}, {20, 40, 16, 16, 18, 2}};  // (kv_type is set below)
   uint32_t seed = 2000;
-  int decode_kernel_cases = 0;
-  for (ElemType kv_type : {ElemType::F32, ElemType::F16})
+  int decode_kernel_cases = 0, q8_decode_kernel_cases = 0;
+  for (ElemType kv_type : {ElemType::F32, ElemType::F16, ElemType::Q8_0})
     for (test::AttentionShape s : shapes) {
-      s.kv_type = kv_type;
+      const bool q8 = kv_type == ElemType::Q8_0, head_dim_18_q8 = s.head_dim == 18 && s.kv_heads == 16;
+      // Q8_0 cache rows are whole blocks of 32 (n_kv_heads * head_dim % 32 == 0); the two head-dim-18 shapes with
+      // 16 KV heads (rows of 9 blocks, blocks across heads, unaligned vec4s: attention_f32's scalar reads) are for
+      // Q8_0 only. Head dim 40 over 4 KV heads puts block boundaries inside heads.
+      if (q8 ? s.kv_heads * s.head_dim % 32 != 0 : head_dim_18_q8) continue;
+      s.kv_type = q8 ? ElemType::F32 : kv_type;
       const std::string type = elem_type_name(kv_type);
       CAPTURE(type);
       CAPTURE(s.n_tokens);
@@ -114,12 +134,18 @@ TEST_CASE("vk paged attention: several sequences per step, prefill and decode, p
       CAPTURE(s.n_seqs);
       CAPTURE(s.padding);
       test::AttentionCase a = test::attention_case(s, seed);
+      if (q8) retype_caches(a.c, kv_type);
       const std::string kernels = compare_padded(a, s.padding, kv_type);
-      CHECK_MESSAGE(has(kernels, kv_type == ElemType::F16 ? "kv_write_f16" : "kv_write_f32"), kernels);
+      CHECK_MESSAGE(has(kernels, q8                           ? "kv_write_q8"
+                                 : kv_type == ElemType::F16 ? "kv_write_f16"
+                                                            : "kv_write_f32"),
+                    kernels);
       if (kv_type == ElemType::F16) CHECK_MESSAGE(has(kernels, "_kvf16"), kernels);
-      if (has(kernels, "attention_decode")) ++decode_kernel_cases;
+      if (q8) CHECK_MESSAGE(has(kernels, "_kvq8"), kernels);
+      if (has(kernels, "attention_decode")) ++(q8 ? q8_decode_kernel_cases : decode_kernel_cases);
     }
   CHECK(decode_kernel_cases >= 6);
+  CHECK(q8_decode_kernel_cases >= 3);
 }
 
 TEST_CASE("vk paged attention: prefill chunks and decode tokens of different sequences mixed in one step") {
@@ -135,8 +161,8 @@ TEST_CASE("vk paged attention: prefill chunks and decode tokens of different seq
       {{5, 64, 2}, {0, 64, 200}, 5, 32},           // the middle one spans several workgroup tiles
   };
   uint32_t seed = 2100;
-  for (ElemType kv_type : {ElemType::F32, ElemType::F16})
-    for (const Mix& m : mixes) {
+  for (ElemType kv_type : {ElemType::F32, ElemType::F16, ElemType::Q8_0})
+    for (const Mix& m : mixes) {  // (2 KV heads of head dims multiples of 16: whole q8_0 blocks per row)
       const std::string type = elem_type_name(kv_type);
       CAPTURE(type);
       CAPTURE(m.lens.size());
@@ -169,10 +195,10 @@ TEST_CASE("vk gather rows: the logit rows of a step, in any order, repeated") {
 // The engine grows its page pool by preparing plans whose persistent caches are larger: the backend moves each to a
 // larger buffer with the old rows in front (the rest zeros), shared with the plans prepared from then on.
 TEST_CASE("vk persistent buffers grow with their contents kept") {
-  for (ElemType type : {ElemType::F32, ElemType::F16}) {
+  for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::Q8_0}) {
     const std::string type_name = elem_type_name(type);
     CAPTURE(type_name);
-    const int64_t width = 6, n = 2;
+    const int64_t width = type == ElemType::Q8_0 ? 64 : 6, n = 2;  // q8_0: rows of whole blocks
     uint32_t seed = 2400;
     // A two-token K write at start_pos into the persistent "blk.0.k_cache" of a pool for ctx positions.
     struct Case {
@@ -188,15 +214,26 @@ TEST_CASE("vk persistent buffers grow with their contents kept") {
       c.add("k_cache", KvWriteOp{src, cache, c.kv_rows, n, width, rows});
       return Case{std::move(c), src, cache};
     };
-    const auto stored = [&](float v) { return type == ElemType::F16 ? fp16_to_fp32(fp32_to_fp16(v)) : v; };
+    // The values the cache holds for src's n rows: converted to f16, or quantized per block of 32 (engine/kv_q8.h).
+    const auto stored = [&](const std::vector<float>& src) {
+      std::vector<float> v(src);
+      if (type == ElemType::F16)
+        for (float& x : v) x = fp16_to_fp32(fp32_to_fp16(x));
+      if (type == ElemType::Q8_0) {
+        std::vector<uint32_t> blocks(size_t(kv_q8_bytes(int64_t(v.size())) / 4));
+        kv_q8_quantize(src.data(), blocks.data(), int64_t(v.size()));
+        for (size_t i = 0; i < v.size(); ++i) v[i] = kv_q8_value(blocks.data(), int64_t(i));
+      }
+      return v;
+    };
     auto vk = vk::create_vk_backend();
     Case small = make(64, 40);  // 3 pages of 32 rows; positions 40, 41 on page 2: rows 72, 73
     auto small_plan = small.c.load_and_prepare(*vk);
     small.c.run(*vk, *small_plan);
     const std::vector<float> before = small.c.read(*vk, *small_plan, small.cache);
     REQUIRE(before.size() == size_t(96 * width));
-    for (int64_t i = 0; i < n * width; ++i)
-      CHECK(before[size_t(72 * width + i)] == stored(small.c.inputs.at(small.src)[size_t(i)]));
+    const std::vector<float> small_rows = stored(small.c.inputs.at(small.src));
+    for (int64_t i = 0; i < n * width; ++i) CHECK(before[size_t(72 * width + i)] == small_rows[size_t(i)]);
 
     Case large = make(256, 200);  // 9 pages: 288 rows; positions 200, 201 on page 7: rows 232, 233
     auto large_plan = large.c.load_and_prepare(*vk);
@@ -211,9 +248,10 @@ TEST_CASE("vk persistent buffers grow with their contents kept") {
     }
     large.c.run(*vk, *large_plan);
     grown = large.c.read(*vk, *large_plan, large.cache);
+    const std::vector<float> large_rows = stored(large.c.inputs.at(large.src));
     for (int64_t i = 0; i < n * width; ++i) {
       CHECK(grown[size_t(72 * width + i)] == before[size_t(72 * width + i)]);
-      CHECK(grown[size_t(232 * width + i)] == stored(large.c.inputs.at(large.src)[size_t(i)]));
+      CHECK(grown[size_t(232 * width + i)] == large_rows[size_t(i)]);
     }
     // A plan declaring the old size afterwards (not what the engine does) shares the larger buffer.
     Case again = make(64, 0);
@@ -223,4 +261,29 @@ TEST_CASE("vk persistent buffers grow with their contents kept") {
     CHECK(std::equal(front.begin(), front.end(), grown.begin()));
     CHECK(vk::validation_messages(*vk).empty());
   }
+}
+
+// Q8_0 buffers (KV caches, engine/kv_q8.h) are read and written as floats in whole blocks of 32: write quantizes on
+// the host, read dequantizes; ranges that split a block are refused.
+TEST_CASE("vk q8_0 buffers: read and write whole blocks") {
+  uint32_t seed = 2500;
+  OpCase c(1, 32);
+  const int64_t rows = c.plan.shape.kv.cache_rows(), width = 64;
+  const BufferId src = c.input("k", width, seed++);
+  const BufferId cache = c.input("k_cache", rows * width, seed++);
+  retype_caches(c, ElemType::Q8_0);
+  c.add("k write", KvWriteOp{src, cache, c.kv_rows, 1, width, rows});
+  auto vk = vk::create_vk_backend();
+  auto prepared = c.load_and_prepare(*vk);
+  const std::vector<float> values = test::random_floats(96, seed++, -3.f, 3.f);
+  vk->write(*prepared, cache, 32, values);
+  std::vector<float> got(128);
+  vk->read(*prepared, cache, 0, got);
+  std::vector<uint32_t> blocks(size_t(kv_q8_bytes(96) / 4));
+  kv_q8_quantize(values.data(), blocks.data(), 96);
+  for (int64_t i = 0; i < 96; ++i) CHECK(got[size_t(32 + i)] == kv_q8_value(blocks.data(), i));
+  std::vector<float> part(32);
+  CHECK_THROWS(vk->read(*prepared, cache, 16, part));
+  CHECK_THROWS(vk->write(*prepared, cache, 0, std::span<const float>(values.data(), 40)));
+  CHECK(vk::validation_messages(*vk).empty());
 }

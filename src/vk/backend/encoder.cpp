@@ -25,12 +25,12 @@ void OpEncoder::require_f32(engine::BufferId id, const char* what) const {
          "; this kernel takes f32");
 }
 
-bool OpEncoder::f16_cache(engine::BufferId id) const {
+engine::ElemType OpEncoder::cache_type(engine::BufferId id) const {
   const engine::ElemType type = buffer_type(id);
-  if (type != engine::ElemType::F32 && type != engine::ElemType::F16)
+  if (type != engine::ElemType::F32 && type != engine::ElemType::F16 && type != engine::ElemType::Q8_0)
     fail("vk: KV cache buffer ", (*res_.decls)[size_t(id)].name, " is ", engine::elem_type_name(type),
-         " (f32 or f16 expected)");
-  return type == engine::ElemType::F16;
+         " (f32, f16 or q8_0 expected)");
+  return type;
 }
 
 const DeviceWeight& OpEncoder::weight(engine::WeightId id) const {

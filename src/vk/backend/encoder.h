@@ -98,12 +98,12 @@ public:
   // The device (and this build) has 16x16x16 f16 x f16 -> f32 subgroup cooperative matrices.
   bool has_coopmat_f16() const;
   BufferSpan buffer(engine::BufferId id) const;
-  // The element type of plan buffer `id` (F32 activations, I32 step inputs, F32 or F16 KV caches).
+  // The element type of plan buffer `id` (F32 activations, I32 step inputs, F32, F16 or Q8_0 KV caches).
   engine::ElemType buffer_type(engine::BufferId id) const;
   // Fails (naming `what`) unless plan buffer `id` holds f32 elements: the kernels of activations take only those.
   void require_f32(engine::BufferId id, const char* what) const;
-  // Whether KV cache buffer `id` is F16 (else F32; fails for other types).
-  bool f16_cache(engine::BufferId id) const;
+  // The element type of KV cache buffer `id`: F32, F16 or Q8_0 (engine/kv_q8.h); fails for other types.
+  engine::ElemType cache_type(engine::BufferId id) const;
   const DeviceWeight& weight(engine::WeightId id) const;
   // A device buffer holding `values`, alive as long as the prepared plan (RoPE frequency tables).
   BufferSpan constant_buffer(const std::vector<float>& values, const std::string& name);

@@ -170,6 +170,9 @@ private:
     if (kw->src != k->x || kw->n_tokens != k->n_tokens || kw->width != k->n_heads * k->head_dim ||
         kw->cache == q->x || kw->cache == k->x || kw->cache == q->positions || kw->cache == kw->rows)
       return;
+    // rope_kv.comp writes f32 and f16 caches only: over a Q8_0 cache the separate rope and kv_write_q8 (whole
+    // blocks of 32 per invocation) run.
+    if (plan_.buffers[size_t(kw->cache)].type == engine::ElemType::Q8_0) return;
     RopeKvArgs a{*q, *k, *kw, std::nullopt};
     OpRecord& r = rec(i);
     r.reads = {q->x, k->x, q->positions, kw->rows};

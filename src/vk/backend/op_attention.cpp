@@ -7,7 +7,8 @@
 //   dims that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as
 //   int8 for the int8 output projection (attention_decode.comp).
 // Every kernel reads the paged cache through the page table (engine/plan.h; tokens of several sequences may share a
-// step) and has a variant per cache type: *_kvf16 reads f16 caches (16-bit storage) and computes in f32.
+// step) and has a variant per cache type: *_kvf16 reads f16 caches (16-bit storage) and computes in f32, *_kvq8 reads
+// Q8_0 caches (engine/kv_q8.h; dequantized in f32, and rounded to f16 by attention_coopmat as f32 caches are).
 #include <algorithm>
 
 #include "core/error.h"
@@ -32,9 +33,19 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   to_u32(op.n_seqs * op.pages_per_seq, "page table entries");
   e.require_f32(op.q, "attention query");
   e.require_f32(op.out, "attention output");
-  const bool f16 = e.f16_cache(op.k_cache);
-  if (e.f16_cache(op.v_cache) != f16) fail("vk: attention over K and V caches of different types");
-  const char* cache_suffix = f16 ? "_kvf16" : "";
+  const engine::ElemType cache = e.cache_type(op.k_cache);
+  if (e.cache_type(op.v_cache) != cache) fail("vk: attention over K and V caches of different types");
+  const bool f16 = cache == engine::ElemType::F16, q8 = cache == engine::ElemType::Q8_0;
+  const char* cache_suffix = f16 ? "_kvf16" : q8 ? "_kvq8" : "";
+  // Q8_0 cache rows are whole blocks of 32 (the plan builder checks it too): the kernels index blocks by element.
+  if (q8) GRETA_CHECK((op.n_kv_heads * op.head_dim) % 32 == 0 && (op.n_kv_heads * op.head_dim_v) % 32 == 0,
+                      "q8_0 kv cache rows of ", op.n_kv_heads, " x ", op.head_dim, " elements");
+  // The kernel variant of a family for this cache type.
+  const auto variant = [&](ShaderId f32_id, ShaderId f16_id, ShaderId q8_id) {
+    return f16 ? f16_id : q8 ? q8_id : f32_id;
+  };
+  const ShaderId coopmat_id = variant(ShaderId::attention_coopmat_f16, ShaderId::attention_coopmat_f16_kvf16,
+                                      ShaderId::attention_coopmat_f16_kvq8);
   // The longest key range of a token: a sequence's whole context (its page-table row).
   const int64_t ctx = op.pages_per_seq * op.page_size;
   // Every attention kernel's push constants (split_keys 0: no key splits; attention_coopmat ignores it).
@@ -55,7 +66,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
                        e.info().max_shared_memory >= coopmat_attention_shared_bytes(1) &&
                        e.info().subgroup_size >= 32 && e.info().compute_full_subgroups &&
-                       shader_available(f16 ? ShaderId::attention_coopmat_f16_kvf16 : ShaderId::attention_coopmat_f16);
+                       shader_available(coopmat_id);
   if (coopmat) {
     const uint32_t sg = e.info().subgroup_size;
     PipelineOptions options;
@@ -67,8 +78,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     while (warps > 1 && (e.info().max_shared_memory < coopmat_attention_shared_bytes(warps) ||
                          warps * sg > e.info().max_workgroup_invocations))
       warps /= 2;
-    const auto& p = e.pipeline(f16 ? ShaderId::attention_coopmat_f16_kvf16 : ShaderId::attention_coopmat_f16,
-                               {{0, warps * sg}, {1, warps}, {2, uint32_t(op.page_size)}}, options);
+    const auto& p = e.pipeline(coopmat_id, {{0, warps * sg}, {1, warps}, {2, uint32_t(op.page_size)}}, options);
     const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
     if (groups > e.info().max_workgroup_count[0])
       fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
@@ -76,7 +86,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     e.note_variant(cat("attention_coopmat_f16", cache_suffix, " (", warps, warps == 1 ? " subgroup)" : " subgroups)"));
     return;
   }
-  const auto& p = e.pipeline(f16 ? ShaderId::attention_f32_kvf16 : ShaderId::attention_f32, {{0, kLocal}});
+  const auto& p = e.pipeline(
+      variant(ShaderId::attention_f32, ShaderId::attention_f32_kvf16, ShaderId::attention_f32_kvq8), {{0, kLocal}});
   const std::string f32_name = cat("attention_f32", cache_suffix);
   const uint32_t rows = to_u32(op.n_tokens * op.n_heads, "attention rows");
   const uint32_t groups = std::min<uint32_t>(rows, e.info().max_workgroup_count[0]);
@@ -116,7 +127,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.n_tokens,
                                                         .cols = op.n_heads * op.head_dim_v})
                                  : out;  // stand-ins: every declared binding is bound
-    const auto& d = e.pipeline(f16 ? ShaderId::attention_decode_f32_kvf16 : ShaderId::attention_decode_f32,
+    const auto& d = e.pipeline(variant(ShaderId::attention_decode_f32, ShaderId::attention_decode_f32_kvf16,
+                                       ShaderId::attention_decode_f32_kvq8),
                                {{0, decode_local}, {1, merge}, {2, q8_out}, {3, uint32_t(op.page_size)}}, options);
     const std::string decode_name = cat("attention_decode_f32", cache_suffix);
     if (merge) {

@@ -15,7 +15,10 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   GRETA_CHECK(kw.src == k.x && kw.n_tokens == k.n_tokens && kw.width == k.n_heads * k.head_dim,
               "k_cache write does not match rope_k");
   to_u32(kw.cache_rows * kw.width, "kv cache elements");
-  const bool f16 = e.f16_cache(kw.cache);
+  const engine::ElemType type = e.cache_type(kw.cache);
+  // No Q8_0 variant: fusion.cpp leaves rope + kv_write_q8 unfused for Q8_0 caches.
+  GRETA_CHECK(type != engine::ElemType::Q8_0, "rope_kv over a q8_0 cache");
+  const bool f16 = type == engine::ElemType::F16;
   const BufferSpan freq = rope_inv_freq(e, q);
   const BufferSpan qb = e.buffer(q.x), kb = e.buffer(k.x), k_cache = e.buffer(kw.cache);
   // Without a V write the V bindings get K's buffers (never accessed: v_width is 0).
@@ -23,7 +26,7 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   uint32_t v_width = 0;
   if (a.v_write) {
     const engine::KvWriteOp& vw = *a.v_write;
-    GRETA_CHECK(vw.rows == kw.rows && vw.n_tokens == k.n_tokens && e.f16_cache(vw.cache) == f16,
+    GRETA_CHECK(vw.rows == kw.rows && vw.n_tokens == k.n_tokens && e.cache_type(vw.cache) == type,
                 "v_cache write does not match k_cache");
     to_u32(vw.cache_rows * vw.width, "kv cache elements");
     v = e.buffer(vw.src);

@@ -17,6 +17,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "engine/kv_q8.h"
 #include "model/quants.h"
 #include "vk/backend/encoder.h"
 #include "vk/backend/fusion.h"
@@ -278,6 +279,13 @@ public:
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, dst.size());
     if (dst.empty()) return;
+    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::Q8_0) {
+      // Whole blocks (checked_span), dequantized here: engine/kv_q8.h's layout, 9 words per 32 elements.
+      std::vector<uint32_t> blocks(s.size / 4);
+      transfer_->download(s, blocks.data(), s.size);
+      for (size_t i = 0; i < dst.size(); ++i) dst[i] = engine::kv_q8_value(blocks.data(), int64_t(i));
+      return;
+    }
     if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
       std::vector<uint16_t> halves(dst.size());
       transfer_->download(s, halves.data(), s.size);
@@ -298,7 +306,12 @@ public:
     const BufferSpan s = checked_span(p, buffer, offset, src.size());
     if (buffer == p.plan().logits) p.logits_fresh = false;
     if (src.empty()) return;
-    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
+    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::Q8_0) {
+      // Whole blocks (checked_span), quantized here as kv_write_q8 does on the device.
+      std::vector<uint32_t> blocks(s.size / 4);
+      engine::kv_q8_quantize(src.data(), blocks.data(), int64_t(src.size()));
+      transfer_->upload(s, blocks.data(), s.size);
+    } else if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
       std::vector<uint16_t> halves(src.size());
       for (size_t i = 0; i < halves.size(); ++i) halves[i] = fp32_to_fp16(src[i]);
       transfer_->upload(s, halves.data(), s.size);
@@ -331,6 +344,10 @@ private:
     GRETA_CHECK(buffer >= 0 && size_t(buffer) < decls.size(), "buffer ", buffer);
     const engine::BufferDecl& b = decls[size_t(buffer)];
     GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= b.elems, "range of ", b.name);
+    // Q8_0 buffers (KV caches, engine/kv_q8.h) are read and written in whole blocks of 32 elements.
+    if (b.type == engine::ElemType::Q8_0)
+      GRETA_CHECK(offset % engine::kKvQ8Block == 0 && int64_t(count) % engine::kKvQ8Block == 0, "range of ", b.name,
+                  " (", offset, " + ", count, ") is not whole q8_0 blocks");
     const BufferSpan whole = p.spans[size_t(buffer)];
     return {whole.buffer, whole.offset + engine::elem_bytes(b.type, offset),
             engine::elem_bytes(b.type, int64_t(count))};
