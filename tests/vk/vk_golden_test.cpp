@@ -69,10 +69,10 @@ TEST_CASE("vk verify: no op diverges from the CPU reference on the shared models
   }
 }
 
-// The goldens as concurrent sequences beside six others (tests/engine/golden_run.h), f32 and f16 KV caches, on one
-// model per architecture and weight class (every model runs on the CPU backend; here the kernels' paged paths are
+// The goldens as concurrent sequences beside six others (tests/engine/golden_run.h), f32, f16 and q8_0 KV caches, on
+// one model per architecture and weight class (every model runs on the CPU backend; here the kernels' paged paths are
 // what is new, and lavapipe's time is CI's).
-TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f32 and f16 KV") {
+TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f32, f16 and q8_0 KV") {
   const std::set<std::string> models = {"stories260K.gguf", "stories260K-q4_0.gguf", "synth-llama-d256-q4_k_m.gguf",
                                         "synth-qwen2-d256-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf",
                                         "synth-llama-tied-d256-q8_0.gguf"};
@@ -84,7 +84,7 @@ TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f3
   }
   REQUIRE(by_model.size() == models.size());
   for (const auto& [model, cases] : by_model)
-    for (ElemType kv : {ElemType::F32, ElemType::F16}) {
+    for (ElemType kv : test::kv_types_for(model)) {
       auto backend = vk::create_vk_backend();
       const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, std::move(backend), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
