@@ -80,7 +80,7 @@ struct BackendEntry {
 };
 
 constexpr BackendEntry k_backends[] = {
-    {"vk", "the Vulkan backend", true, make_vk, vk::vulkan_device_available},
+    {"vk", "the Vulkan backend", true, make_vk, [] { return vk::vulkan_gpu_available(); }},
     {"hip", "the HIP backend", false, make_hip, nullptr},
     {"cpu", "the CPU reference backend", true, make_cpu, always},
 };
@@ -92,7 +92,9 @@ const BackendEntry* find_backend(std::string_view name) {
 }
 
 constexpr OptionSpec k_backend_options[] = {
-    {"backend", nullptr, true, "cpu | vk | hip (default: vk when a Vulkan device and backend exist, else cpu)"},
+    {"backend", nullptr, true,
+     "cpu | vk | hip (default: vk when a Vulkan GPU exists, else cpu; a CPU Vulkan device like lavapipe needs "
+     "--backend vk)"},
     {"device", nullptr, true, "GPU index as `greta-vk devices` lists them (vk, hip)"},
     {"threads", "t", true, "CPU threads (cpu backend; default: one per hardware thread)"},
 };
@@ -123,6 +125,12 @@ BackendChoice create_backend(const BackendRequest& request) {
     BackendChoice choice = b.create(request);
     choice.kind = b.name;
     choice.by_default = true;
+    if (choice.kind == "cpu") {  // say why a Vulkan device present was passed over
+      std::string cpu_vulkan;
+      vk::vulkan_gpu_available(&cpu_vulkan);
+      if (!cpu_vulkan.empty())
+        choice.default_note = cat("the only Vulkan device, ", cpu_vulkan, ", is a CPU implementation; --backend vk uses it");
+    }
     return choice;
   }
   fail("no backend available");  // unreachable while cpu is built in
@@ -144,7 +152,11 @@ BackendRequest backend_request_from(const Args& args) {
 }
 
 std::string describe_backend(const BackendChoice& choice) {
-  return cat("backend: ", choice.backend->name(), " on ", choice.device, choice.by_default ? " (default)" : "");
+  // The Vulkan backend's name already holds its device ("vulkan: NVIDIA H200"): the device once.
+  const std::string name = choice.backend->name();
+  return cat("backend: ", name, name.find(choice.device) == std::string::npos ? " on " + choice.device : "",
+             choice.by_default ? (choice.default_note.empty() ? " (default)" : cat(" (default: ", choice.default_note, ")"))
+                               : "");
 }
 
 }  // namespace greta::cli

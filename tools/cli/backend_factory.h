@@ -24,6 +24,7 @@ struct BackendChoice {
   std::string kind;    // "cpu", "vk", "hip": what was chosen
   std::string device;  // the device's name: the CPU model, the GPU name
   bool by_default = false;  // the request named no backend
+  std::string default_note;  // why the default fell on this backend, when worth saying (a CPU-only Vulkan device)
 };
 
 // Creates the requested backend. Throws greta::Error with one line for an unknown name, a backend this binary was

@@ -79,13 +79,13 @@ int cmd_chat(int argc, char** argv) {
   engine::Engine& engine = loaded.engine;
   const auto template_text = engine.file().get_string("tokenizer.chat_template");
   const ChatTemplate tmpl = forced ? *forced : ChatTemplate::detect(template_text.value_or(""));
-  std::fprintf(stderr, "chat template: %s%s; context %lld tokens. One line per message, Ctrl-D to end.\n",
+  std::fprintf(stderr, "chat template: %s%s; context %lld tokens; seed %llu. One line per message, Ctrl-D to end.\n",
                tmpl.name().c_str(),
                forced                                         ? " (--chat-template)"
                : !template_text                               ? " (the model has none)"
                : tmpl.family == ChatFamily::Plain             ? " (the model's template is not a known family)"
                                                               : "",
-               static_cast<long long>(engine.context_size()));
+               static_cast<long long>(engine.context_size()), static_cast<unsigned long long>(sampling.seed));
 
   ChatSession session(engine, tmpl, sampling, args.get("system"));
   const bool interactive = isatty(fileno(stdin)) != 0;

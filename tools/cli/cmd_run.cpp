@@ -156,7 +156,6 @@ int cmd_run(int argc, char** argv) {
   }
   if (args.has("parallel")) fail("--parallel needs --prompts-file");
   const std::string prompt_text = read_prompt(args);
-  const bool explicit_n = args.has("n-predict");
   const int64_t n_predict = args.get_int("n-predict", kDefaultPredict);
   if (n_predict < -1) fail("-n ", n_predict, ": must be -1 (no limit) or at least 0");
   const int64_t ctx = args.get_int("ctx", 0);
@@ -170,17 +169,13 @@ int cmd_run(int argc, char** argv) {
   std::vector<model::TokenId> prompt = encode_prompt(files.tokenizer, prompt_text, args);
   if (prompt.empty()) fail("the prompt is empty (and the model adds no BOS token)");
   const int64_t n_prompt = int64_t(prompt.size());
-  // The context is --ctx, else the model's (which the engine may cap further by memory: checked again after loading).
+  // The prompt must fit the context (--ctx, else the default the engine chooses: checked again after loading). -n is
+  // "at most": generation stops at a full context and says so (stop "context_full"), whatever -n asked for.
   auto check_fits = [&](int64_t n_ctx) {
     if (n_prompt > n_ctx)
       fail("the prompt has ", n_prompt, " tokens, more than the context of ", n_ctx, " (use a larger --ctx)");
-    // An explicit -n must fit; the default is simply cut at the end of the context.
-    if (explicit_n && n_predict > 0 && n_prompt + n_predict > n_ctx)
-      fail("-n ", n_predict, ": the prompt (", n_prompt, " tokens) plus ", n_predict,
-           " new tokens exceed the context of ", n_ctx, " (use a larger --ctx or a smaller -n)");
   };
   if (ctx > 0) check_fits(ctx);
-  else if (files.config.context_length > 0) check_fits(files.config.context_length);
 
   LoadedModel loaded = load_model(std::move(files), backend, engine::EngineOptions{.ctx = ctx, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
@@ -207,10 +202,10 @@ int cmd_run(int argc, char** argv) {
   if (json) {
     // GenerateResult's object, with the model, the backend and the prompt in front.
     const std::string body = result.to_json();
-    std::printf("{\"model\":%s,\"backend\":%s,\"device\":%s,\"prompt\":%s,\"prompt_tokens\":[%s],%s\n",
+    std::printf("{\"model\":%s,\"backend\":%s,\"device\":%s,\"seed\":%llu,\"prompt\":%s,\"prompt_tokens\":[%s],%s\n",
                 engine::json_quote(path).c_str(), engine::json_quote(engine.backend().name()).c_str(),
-                engine::json_quote(loaded.device).c_str(), engine::json_quote(prompt_text).c_str(),
-                id_list(prompt).c_str(), body.c_str() + 1);
+                engine::json_quote(loaded.device).c_str(), static_cast<unsigned long long>(sampling.seed),
+                engine::json_quote(prompt_text).c_str(), id_list(prompt).c_str(), body.c_str() + 1);
   } else {
     const std::string rest = utf8.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
@@ -220,11 +215,12 @@ int cmd_run(int argc, char** argv) {
 
   const engine::Timings& t = result.timings;
   std::fprintf(stderr,
-               "\n%s | prompt %lld tokens | prefill %s tokens/s | decode %s tokens/s (%lld tokens) | load %.0f ms | "
+               "\n%s | prompt %lld %s | prefill %s tokens/s | decode %s tokens/s (%lld %s) | load %.0f ms | seed %llu | "
                "stop: %s\n",
-               engine.backend().name().c_str(), static_cast<long long>(n_prompt),
+               engine.backend().name().c_str(), static_cast<long long>(n_prompt), n_prompt == 1 ? "token" : "tokens",
                format_rate(t.prefill_tokens_per_s()).c_str(), format_rate(t.decode_tokens_per_s()).c_str(),
-               static_cast<long long>(t.decode_tokens), t.load_s * 1e3, engine::stop_reason_name(result.stop));
+               static_cast<long long>(t.decode_tokens), t.decode_tokens == 1 ? "token" : "tokens", t.load_s * 1e3,
+               static_cast<unsigned long long>(sampling.seed), engine::stop_reason_name(result.stop));
   if (result.stop == engine::StopReason::ContextFull)
     std::fprintf(stderr, "context full: generation stopped at the context size of %lld tokens (use a larger --ctx)\n",
                  static_cast<long long>(n_ctx));

@@ -28,7 +28,7 @@ constexpr OptionSpec k_sampling_options[] = {
     {"repeat-last-n", nullptr, true, "tokens the penalties look back over (default 64; 0: off, -1: all)"},
     {"frequency-penalty", nullptr, true, "subtract F x count of a token (default 0)"},
     {"presence-penalty", nullptr, true, "subtract P once per seen token (default 0)"},
-    {"seed", nullptr, true, "sampling seed (default 24301; -1: random)"},
+    {"seed", nullptr, true, "sampling seed (default: random, printed in the summary; -1: random)"},
 };
 
 float float_option(const Args& args, std::string_view name, float fallback) {
@@ -97,11 +97,13 @@ engine::SamplerParams sampling_params_from(const Args& args) {
   p.repeat_last_n = int32_option(args, "repeat-last-n", p.repeat_last_n);
   p.frequency_penalty = float_option(args, "frequency-penalty", p.frequency_penalty);
   p.presence_penalty = float_option(args, "presence-penalty", p.presence_penalty);
-  if (args.has("seed")) {
-    const std::string text = args.get("seed");
+  // A random seed unless one is given: every chat should not give the same replies. The summary (and --json)
+  // print it, so any run can be reproduced with --seed.
+  const std::string text = args.has("seed") ? args.get("seed") : "-1";
+  {
     if (text == "-1") {
       std::random_device device;
-      p.seed = (uint64_t(device()) << 32) ^ device();
+      p.seed = ((uint64_t(device()) << 32) ^ device()) >> 11;  // 53 bits: exact in JSON readers' doubles
     } else {
       errno = 0;
       char* end = nullptr;

@@ -514,4 +514,16 @@ bool vulkan_device_available() {
   return false;
 }
 
+bool vulkan_gpu_available(std::string* cpu_device) {
+  try {
+    for (const auto& d : list_devices()) {
+      if (!d.usable) continue;
+      if (d.type != VK_PHYSICAL_DEVICE_TYPE_CPU) return true;
+      if (cpu_device && cpu_device->empty()) *cpu_device = d.name;
+    }
+  } catch (const Error&) {
+  }
+  return false;
+}
+
 }  // namespace greta::vk

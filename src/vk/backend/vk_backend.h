@@ -55,8 +55,12 @@ std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& optio
 // backend.
 std::string describe_kernels(const engine::PreparedPlan& plan);
 
-// True when a usable Vulkan device exists (the CLI's default-backend choice); never throws.
+// True when a usable Vulkan device exists; never throws.
 bool vulkan_device_available();
+// True when a usable Vulkan device that is not a CPU implementation exists (the CLI's default-backend choice: on
+// lavapipe alone the CPU backend is far faster). Otherwise, when `cpu_device` is given, it receives the first usable
+// CPU implementation's name (empty when there is none). Never throws.
+bool vulkan_gpu_available(std::string* cpu_device = nullptr);
 
 }  // namespace greta::vk
 
