@@ -91,10 +91,10 @@ bool use_more_bits(int64_t layer, int64_t n_layers) {
 
 void validate(const SynthOptions& o) {
   auto in_range = [](const char* what, int64_t v, int64_t lo, int64_t hi) {
-    if (v < lo || v > hi) fail("synth: ", what, " = ", v, " is outside [", lo, ", ", hi, "]");
+    if (v < lo || v > hi) fail("", what, " = ", v, " is outside [", lo, ", ", hi, "]");
   };
   if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3")
-    fail("synth: unsupported architecture '", o.arch, "' (llama, qwen2, qwen3)");
+    fail("unsupported architecture '", o.arch, "' (llama, qwen2, qwen3)");
   in_range("--dim", o.dim, 1, 1 << 16);
   in_range("--layers", o.n_layers, 1, 1024);
   in_range("--heads", o.n_heads, 1, 1024);
@@ -104,14 +104,14 @@ void validate(const SynthOptions& o) {
   in_range("--ctx", o.context_length, 1, int64_t(1) << 24);
   in_range("--threads", o.threads, 0, 1024);
   int64_t kv = o.n_kv_heads ? o.n_kv_heads : o.n_heads;
-  if (o.n_heads % kv != 0) fail("synth: --heads ", o.n_heads, " is not a multiple of --kv-heads ", kv);
+  if (o.n_heads % kv != 0) fail("--heads ", o.n_heads, " is not a multiple of --kv-heads ", kv);
   if (o.head_dim == 0 && o.dim % o.n_heads != 0)
-    fail("synth: --dim ", o.dim, " is not a multiple of --heads ", o.n_heads, " (give --head-dim)");
+    fail("--dim ", o.dim, " is not a multiple of --heads ", o.n_heads, " (give --head-dim)");
   int64_t hd = o.head_dim ? o.head_dim : o.dim / o.n_heads;
-  if (hd % 2 != 0) fail("synth: head dimension ", hd, " must be even (rotary pairs)");
-  if (!can_quantize(o.type)) fail("synth: cannot write weights of type ", type_name(o.type));
-  if (o.vocab_from.empty()) fail("synth: --vocab-from FILE.gguf is required (the tokenizer to copy)");
-  if (!(o.rope_base >= 0) || !std::isfinite(o.rope_base)) fail("synth: bad rope base ", o.rope_base);
+  if (hd % 2 != 0) fail("head dimension ", hd, " must be even (rotary pairs)");
+  if (!can_quantize(o.type)) fail("cannot write weights of type ", type_name(o.type));
+  if (o.vocab_from.empty()) fail("--vocab-from FILE.gguf is required (the tokenizer to copy)");
+  if (!(o.rope_base >= 0) || !std::isfinite(o.rope_base)) fail("bad rope base ", o.rope_base);
 }
 
 }  // namespace
@@ -126,7 +126,7 @@ void parse_synth_type(const std::string& name, SynthOptions& o) {
   }
   if (lower == "q4_k_s") lower = "q4_k";
   auto t = type_from_name(lower);
-  if (!t || !can_quantize(*t)) fail("synth: unknown or unsupported --type '", name, "' (e.g. f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m)");
+  if (!t || !can_quantize(*t)) fail("unknown or unsupported --type '", name, "' (e.g. f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m)");
   o.type = *t;
   o.q4_k_m_mix = false;
 }

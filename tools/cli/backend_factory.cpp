@@ -96,7 +96,7 @@ constexpr OptionSpec k_backend_options[] = {
      "cpu | vk | hip (default: vk when a Vulkan GPU exists, else cpu; a CPU Vulkan device like lavapipe needs "
      "--backend vk)"},
     {"device", nullptr, true, "GPU index as `greta-vk devices` lists them (vk, hip)"},
-    {"threads", "t", true, "CPU threads (cpu backend; default: one per hardware thread)"},
+    {"threads", "t", true, "CPU threads (cpu backend; default 0: one per hardware thread)"},
 };
 
 }  // namespace
@@ -145,9 +145,9 @@ BackendRequest backend_request_from(const Args& args) {
     fail("--backend needs a name (one of ", backend_names(), ")");
   request.device = args.get_int("device", -1);
   if (args.has("device") && request.device < 0) fail("--device ", request.device, ": device indices start at 0");
-  request.threads = args.get_int("threads", 0);
-  if (args.has("threads") && request.threads < 1)
-    fail("--threads ", request.threads, ": must be between 1 and ", kMaxThreads);
+  request.threads = args.get_int("threads", 0);  // 0: one per hardware thread, as the help says
+  if (request.threads < 0 || request.threads > kMaxThreads)
+    fail("--threads ", request.threads, ": must be between 1 and ", kMaxThreads, " (0: one per hardware thread)");
   return request;
 }
 

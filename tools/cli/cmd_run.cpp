@@ -31,7 +31,7 @@ constexpr OptionSpec k_run_options[] = {
 
 constexpr const char* k_usage =
     "greta-vk run MODEL (-p PROMPT | -f FILE | --prompts-file FILE [--parallel N]) [-n N] [--ctx C] "
-    "[sampling options] [--kv-type f16|f32] [--backend cpu|vk|hip] [--device N] [--threads N] [--no-bos] [--json] "
+    "[sampling options] [--kv-type f16|f32|q8_0] [--backend cpu|vk|hip] [--device N] [--threads N] [--no-bos] [--json] "
     "[--trace FILE]";
 
 constexpr int64_t kMaxParallel = 1024;

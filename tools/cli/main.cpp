@@ -22,6 +22,14 @@ static void print_help() {
 }
 
 int main(int argc, char** argv) {
+  // `greta-vk help COMMAND` is `greta-vk COMMAND --help`.
+  if (argc == 3 && !std::strcmp(argv[1], "help"))
+    for (int i = 0; i < k_command_count; ++i)
+      if (!std::strcmp(argv[2], k_commands[i].name)) {
+        char help[] = "--help";
+        char* args[] = {argv[0], argv[2], help, nullptr};
+        return k_commands[i].run(1, args + 2);
+      }
   if (argc < 2 || !std::strcmp(argv[1], "help") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     print_help();
     return argc < 2 ? 1 : 0;
