@@ -23,7 +23,9 @@ const cli::OptionSpec k_shared_options[] = {
 
 const cli::OptionSpec k_options[] = {
     k_shared_options[0], k_shared_options[1], {"sizes", "s", true, "comma-separated buffer sizes in MiB"},
-    k_shared_options[2], k_shared_options[3], k_shared_options[4], {"help", "h", false, "show this help"},
+    k_shared_options[2], k_shared_options[3], k_shared_options[4],
+    {"quick", "q", false, "one small size (1 MiB) and few iterations, as every kernel bench takes it"},
+    {"help", "h", false, "show this help"},
 };
 
 }  // namespace
@@ -59,7 +61,10 @@ bool parse_options(int argc, char** argv, const char* name, const char* what, co
   }
   args.expect_positional(0, 0, cat(name, " [--device N] [--json] [--sizes MIB,...] [--iters N]"));
   read_shared_options(args, out);
-  std::stringstream list(args.get("sizes", default_sizes_mib));
+  const bool quick = args.has("quick");
+  if (quick && !args.has("iters")) out.iterations = 3;
+  if (quick && !args.has("warmup")) out.warmup = 1;
+  std::stringstream list(args.get("sizes", quick ? "1" : default_sizes_mib));
   for (std::string item; std::getline(list, item, ',');) {
     char* end = nullptr;
     const double mib = std::strtod(item.c_str(), &end);

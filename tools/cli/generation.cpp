@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <random>
@@ -132,6 +133,9 @@ std::string read_prompt(const Args& args) {
     if (text.size() > kMaxPromptFileBytes) fail("-f ", path, ": the prompt file is larger than 64 MiB");
   }
   if (in.bad()) fail("-f ", path, ": read error");
+  // One final newline is the file's end, not the prompt's (as llama.cpp reads -f).
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  if (!text.empty() && text.back() == '\r') text.pop_back();
   return text;
 }
 
@@ -239,6 +243,14 @@ std::string format_rate(double tokens_per_s) {
 
 TraceRequest::TraceRequest(const Args& args) : path_(args.get("trace", "")) {
   if (args.has("trace") && path_.empty()) fail("--trace needs a file name");
+  if (path_.empty()) return;
+  // Fail now, not after the whole run: the file must be writable (it is written again at the end).
+  std::FILE* existing = std::fopen(path_.c_str(), "rb");
+  if (existing) std::fclose(existing);
+  std::FILE* f = std::fopen(path_.c_str(), "ab");
+  if (!f) fail("--trace ", path_, ": cannot write it: ", std::strerror(errno));
+  std::fclose(f);
+  if (!existing) std::remove(path_.c_str());  // leave nothing behind should the run fail
 }
 
 void TraceRequest::attach(engine::Engine& engine) {
