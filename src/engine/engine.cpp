@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engine/stop_strings.h"
 
 namespace greta::engine {
 
@@ -504,13 +505,15 @@ GenerateResult Engine::generate(std::span<const TokenId> prompt, const GenerateO
                                 const TokenCallback& on_token) {
   Sampler sampler(options.sampling);
   for (TokenId t : history()) sampler.accept(t);  // a continued context counts for the penalties too
-  return generate(prompt, sampler, options.max_tokens, options.stop_at_end_of_generation, on_token);
+  return generate(prompt, sampler, options.max_tokens, options.stop_at_end_of_generation, on_token, options.stop);
 }
 
 GenerateResult Engine::generate(std::span<const TokenId> prompt, Sampler& sampler, int64_t max_tokens,
-                                bool stop_at_end_of_generation, const TokenCallback& on_token) {
+                                bool stop_at_end_of_generation, const TokenCallback& on_token,
+                                std::vector<std::string> stop) {
   const Timings before = timings_;
   GenerateResult result;
+  StopMatcher stops(std::move(stop));
   if (!prompt.empty()) {
     prefill(prompt);
     for (TokenId t : prompt) sampler.accept(t);
@@ -530,10 +533,14 @@ GenerateResult Engine::generate(std::span<const TokenId> prompt, Sampler& sample
     }
     sampler.accept(token);
     result.tokens.push_back(token);
-    const std::string piece = tokenizer_.token_to_piece(token);
-    result.text += piece;
-    if (on_token && !on_token(token, piece)) {
+    const std::string released = stops.push(tokenizer_.token_to_piece(token));
+    result.text += released;
+    if (on_token && !on_token(token, released)) {
       result.stop = StopReason::Callback;
+      break;
+    }
+    if (stops.matched()) {
+      result.stop = StopReason::StopString;
       break;
     }
     if (max_tokens >= 0 && int64_t(result.tokens.size()) >= max_tokens) {  // don't compute logits nobody reads
@@ -547,6 +554,14 @@ GenerateResult Engine::generate(std::span<const TokenId> prompt, Sampler& sample
     decode(token);
   }
 
+  // Text held back for a stop string that never completed is the generation's end.
+  if (result.stop != StopReason::Callback) {
+    const std::string rest = stops.flush();
+    if (!rest.empty()) {
+      result.text += rest;
+      if (on_token) on_token(result.tokens.back(), rest);
+    }
+  }
   result.timings.prefill_tokens = timings_.prefill_tokens - before.prefill_tokens;
   result.timings.prefill_s = timings_.prefill_s - before.prefill_s;
   result.timings.decode_tokens = timings_.decode_tokens - before.decode_tokens;
@@ -560,6 +575,7 @@ const char* stop_reason_name(StopReason r) {
     case StopReason::MaxTokens: return "max_tokens";
     case StopReason::ContextFull: return "context_full";
     case StopReason::Callback: return "callback";
+    case StopReason::StopString: return "stop";
   }
   return "?";
 }

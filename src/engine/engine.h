@@ -65,13 +65,15 @@ struct Timings {
   std::string to_json() const;  // {"load_ms":..,"prefill_tokens":..,"prefill_ms":..,"prefill_tokens_per_s":..,...}
 };
 
-enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, Callback };
-const char* stop_reason_name(StopReason r);  // "eog", "max_tokens", "context_full", "callback"
+enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, Callback, StopString };
+// "eog", "max_tokens", "context_full", "callback", "stop" (a stop string)
+const char* stop_reason_name(StopReason r);
 
 struct GenerateOptions {
   int64_t max_tokens = 128;       // new tokens at most; < 0: until end of generation or a full context
   SamplerParams sampling;
   bool stop_at_end_of_generation = true;  // EOS/EOT ends generation (the token is not kept, not fed to the model)
+  std::vector<std::string> stop = {};     // stop strings (engine/stop_strings.h): matched across tokens, not emitted
 };
 
 struct GenerateResult {
@@ -82,7 +84,8 @@ struct GenerateResult {
   std::string to_json() const;  // {"tokens":[..],"text":"..","stop":"..","timings":{..}}
 };
 
-// Called for each generated token with its text piece; return false to stop generating.
+// Called for each generated token with the text it releases (its piece; with stop strings, what can no longer start
+// one: possibly empty, possibly earlier pieces held back); return false to stop generating.
 using TokenCallback = std::function<bool(TokenId token, std::string_view piece)>;
 
 // What a step entry wants back.
@@ -179,7 +182,8 @@ public:
   GenerateResult generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                           const TokenCallback& on_token = {});
   GenerateResult generate(std::span<const TokenId> prompt, Sampler& sampler, int64_t max_tokens,
-                          bool stop_at_end_of_generation = true, const TokenCallback& on_token = {});
+                          bool stop_at_end_of_generation = true, const TokenCallback& on_token = {},
+                          std::vector<std::string> stop = {});
 
   // Timings since construction (or reset_timings()).
   const Timings& timings() const { return timings_; }

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
 #include "engine/engine.h"
+#include "engine/stop_strings.h"
 #include "golden.h"
 #include "model/gguf_writer.h"
 #include "test_util.h"
@@ -336,4 +337,41 @@ TEST_CASE("trace: host steps and one device span per op and step, written as Chr
   CHECK(text.find("\"name\": \"blk.0.attn_q\", \"cat\": \"matmul\"") != std::string::npos);
   CHECK(text.find("\"name\": \"output\"") != std::string::npos);
   CHECK(text.substr(text.size() - 4) == "\n]}\n");
+}
+
+TEST_CASE("stop strings: matched across pieces, held back while they may still complete, never released") {
+  StopMatcher none;
+  CHECK(none.push("abc") == "abc");
+  CHECK(none.flush().empty());
+  StopMatcher m({"\n\nUser:", "END"});
+  CHECK(m.push("Hello") == "Hello");
+  CHECK(m.push(" wor") == " wor");
+  CHECK(m.push("ld\n") == "ld");  // "\n" may start "\n\nUser:"
+  CHECK(m.push("\nUs") == "");     // still a prefix
+  CHECK(m.push("ed") == "\n\nUsed");  // no longer: released
+  CHECK_FALSE(m.matched());
+  CHECK(m.push(" it. E") == " it. ");
+  CHECK(m.push("NDING") == "");    // "END" completed inside the piece: nothing after it either
+  CHECK(m.matched());
+  CHECK(m.push("more") == "");
+  CHECK(m.flush().empty());
+  StopMatcher earliest({"cd", "bcde"});
+  CHECK(earliest.push("abcdef") == "a");  // the earliest match ("bcde" at 1, before "cd" at 2) wins
+  StopMatcher tail({"xyz"});
+  CHECK(tail.push("abxy") == "ab");
+  CHECK(tail.flush() == "xy");  // generation ended: the held text is the text's end
+}
+
+TEST_CASE("generate: a stop string ends generation, is not in the text, and the reason is 'stop'") {
+  Engine e = open_engine("stories260K.gguf");
+  const GenerateResult all = e.generate(kPrompt, {.max_tokens = 40, .sampling = SamplerParams::greedy()});
+  REQUIRE(all.text.find("Lily") != std::string::npos);
+  e.reset();
+  std::string streamed;
+  const GenerateResult cut = e.generate(kPrompt, {.max_tokens = 40, .sampling = SamplerParams::greedy(), .stop = {"Lily"}},
+                                        [&](TokenId, std::string_view piece) { streamed += piece; return true; });
+  CHECK(cut.stop == StopReason::StopString);
+  CHECK(cut.text == all.text.substr(0, all.text.find("Lily")));
+  CHECK(streamed == cut.text);
+  CHECK(std::string(stop_reason_name(cut.stop)) == "stop");
 }

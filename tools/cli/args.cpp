@@ -44,20 +44,23 @@ Args::Args(int argc, char** argv, std::span<const OptionSpec> specs) {
     if (!spec && a[1] != '-') spec = find_long(specs, name);  // "-ctx" is accepted like "--ctx"
     if (!spec) fail("unknown option '", a, "'");
     if (spec->takes_value) {
-      if (has_inline) {
-        values_[spec->name] = std::string(inline_value);
-      } else {
-        if (i + 1 >= argc) fail("option '", a, "' needs a value");
-        values_[spec->name] = argv[++i];
-      }
+      if (!has_inline && i + 1 >= argc) fail("option '", a, "' needs a value");
+      const std::string value = has_inline ? std::string(inline_value) : std::string(argv[++i]);
+      values_[spec->name] = value;  // the last one counts
+      all_values_[spec->name].push_back(value);
     } else {
       if (has_inline) fail("option '", a, "' takes no value");
-      values_[spec->name] = "1";
+      values_[spec->name].assign(1, '1');  // (not = "1": GCC 12 -Wrestrict false positive)
     }
   }
 }
 
 bool Args::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+std::vector<std::string> Args::get_all(std::string_view name) const {
+  const auto it = all_values_.find(name);
+  return it == all_values_.end() ? std::vector<std::string>{} : it->second;
+}
 
 std::string Args::get(std::string_view name, const std::string& fallback) const {
   auto it = values_.find(name);

@@ -24,7 +24,8 @@ public:
 
   const std::vector<std::string>& positional() const { return positional_; }
   bool has(std::string_view name) const;
-  std::string get(std::string_view name, const std::string& fallback = "") const;
+  std::string get(std::string_view name, const std::string& fallback = "") const;  // the last value given
+  std::vector<std::string> get_all(std::string_view name) const;  // every value, in order (repeatable options)
   int64_t get_int(std::string_view name, int64_t fallback) const;
   double get_double(std::string_view name, double fallback) const;
   // Requires exactly `count` positional arguments, else throws with the usage line.
@@ -33,6 +34,7 @@ public:
 private:
   std::vector<std::string> positional_;
   std::map<std::string, std::string, std::less<>> values_;
+  std::map<std::string, std::vector<std::string>, std::less<>> all_values_;
 };
 
 std::string usage_options(std::span<const OptionSpec> specs);

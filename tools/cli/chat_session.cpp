@@ -42,13 +42,16 @@ ChatTurn ChatSession::send(std::string_view user, int64_t max_reply_tokens, cons
     }
     return on_token ? on_token(token, piece) : true;
   };
-  turn.reply = engine_.generate(tokens, sampler_, max_reply_tokens, /*stop_at_end_of_generation=*/true, forward);
+  turn.reply = engine_.generate(tokens, sampler_, max_reply_tokens, /*stop_at_end_of_generation=*/true, forward, stop_);
   if (ended_turn && !turn.reply.tokens.empty()) {
     // The marker was appended to the reply before the callback saw it; it is not part of the answer (and it was not
-    // fed to the model: the next turn's reply_end() starts with it).
+    // fed to the model: the next turn's reply_end() starts with it). With stop strings a marker's text may still
+    // have been held back, and then it is not in the text.
     const std::string marker_piece = engine_.tokenizer().token_to_piece(turn.reply.tokens.back());
     turn.reply.tokens.pop_back();
-    turn.reply.text.resize(turn.reply.text.size() - marker_piece.size());
+    if (turn.reply.text.size() >= marker_piece.size() &&
+        turn.reply.text.compare(turn.reply.text.size() - marker_piece.size(), marker_piece.size(), marker_piece) == 0)
+      turn.reply.text.resize(turn.reply.text.size() - marker_piece.size());
     turn.reply.stop = engine::StopReason::EndOfGeneration;
   }
   turn.context_full = turn.reply.stop == engine::StopReason::ContextFull;

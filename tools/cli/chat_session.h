@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "chat_template.h"
@@ -26,6 +27,8 @@ public:
   // full context), calling on_token for each reply token. A message that does not fit in the context (with room for
   // a reply) is not added: context_full is set and nothing changes.
   ChatTurn send(std::string_view user, int64_t max_reply_tokens, const engine::TokenCallback& on_token = {});
+  // Stop strings for every reply (--stop): a reply ends where one appears, without it.
+  void set_stop(std::vector<std::string> stop) { stop_ = std::move(stop); }
 
   const ChatTemplate& chat_template() const { return tmpl_; }
   int64_t turns() const { return turns_; }
@@ -37,6 +40,7 @@ private:
   ChatTemplate tmpl_;
   engine::Sampler sampler_;
   std::string system_;
+  std::vector<std::string> stop_;
   int64_t turns_ = 0;
   engine::TokenId end_of_turn_ = -1;  // the family's end-of-turn special token in this vocabulary, -1 if none
 };

@@ -20,6 +20,7 @@ namespace greta::cli {
 namespace {
 
 constexpr OptionSpec k_chat_options[] = {
+    {"stop", nullptr, true, "end a reply when its text contains this string (not shown); repeatable"},
     {"system", nullptr, true, "the system message"},
     {"chat-template", nullptr, true, "use this template family instead of the model's (chatml, llama2, llama3, ...)"},
     {"n-predict", "n", true, "tokens per reply at most (default 512; -1: until the end of the turn)"},
@@ -88,6 +89,7 @@ int cmd_chat(int argc, char** argv) {
                static_cast<long long>(engine.context_size()), static_cast<unsigned long long>(sampling.seed));
 
   ChatSession session(engine, tmpl, sampling, args.get("system"));
+  session.set_stop(args.get_all("stop"));
   const bool interactive = isatty(fileno(stdin)) != 0;
   std::string message;
   for (;;) {

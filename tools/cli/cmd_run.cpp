@@ -20,6 +20,7 @@ constexpr OptionSpec k_run_options[] = {
     {"file", "f", true, "read the prompt from a file"},
     {"n-predict", "n", true, "tokens to generate at most (default 128; -1: until end of text or a full context)"},
     {"ctx", "c", true, "context size per sequence in tokens (default: 4096, or the model's if smaller)"},
+    {"stop", nullptr, true, "stop when the text contains this string (not printed); repeatable"},
     {"prompts-file", nullptr, true, "run one prompt per line of FILE concurrently (continuous batching)"},
     {"parallel", nullptr, true, "sequences in flight with --prompts-file (default 4)"},
     {"no-bos", nullptr, false, "do not add the BOS token the model would add"},
@@ -194,7 +195,8 @@ int cmd_run(int argc, char** argv) {
   };
   // -n 0 still evaluates (and times) the prompt; nothing is sampled.
   engine::GenerateResult result =
-      engine.generate(prompt, engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling},
+      engine.generate(prompt, engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling,
+                                                      .stop = args.get_all("stop")},
                       json ? engine::TokenCallback{} : engine::TokenCallback(stream));
   result.timings.load_s = loaded.load_s;
   trace.write();
