@@ -169,6 +169,10 @@ int cmd_run(int argc, char** argv) {
   ModelFiles files = read_model(path);
   std::vector<model::TokenId> prompt = encode_prompt(files.tokenizer, prompt_text, args);
   if (prompt.empty()) fail("the prompt is empty (and the model adds no BOS token)");
+  if (prompt.size() >= 2 && files.tokenizer.add_bos() && prompt[0] == files.tokenizer.bos() &&
+      prompt[1] == files.tokenizer.bos())
+    std::fprintf(stderr, "warning: the prompt starts with the BOS text %s and the model adds BOS itself: the prompt "
+                 "now starts with two (--no-bos keeps one)\n", std::string(files.tokenizer.token_text(prompt[0])).c_str());
   const int64_t n_prompt = int64_t(prompt.size());
   // The prompt must fit the context (--ctx, else the default the engine chooses: checked again after loading). -n is
   // "at most": generation stops at a full context and says so (stop "context_full"), whatever -n asked for.

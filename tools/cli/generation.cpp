@@ -185,6 +185,9 @@ LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const en
   loaded.load_s = files.open_s + loaded.engine.timings().load_s;
   const engine::Engine& e = loaded.engine;
   const int64_t trained = e.config().context_length;
+  if (options.ctx > 0 && trained > 0 && options.ctx > trained)
+    std::fprintf(stderr, "warning: --ctx %lld is above the %lld tokens the model was trained for; past those its "
+                 "output degrades\n", static_cast<long long>(options.ctx), static_cast<long long>(trained));
   const uint64_t budget = uint64_t(e.kv_cache().max_pages() - 1) * e.kv_bytes_per_page();
   std::fprintf(stderr, "context: %lld tokens per sequence%s, KV cache %s, up to %s (allocated as used)\n",
                static_cast<long long>(e.context_size()),
