@@ -1,8 +1,11 @@
 // greta-vk: the command-line front end. Dispatches to the subcommands of commands.cpp.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iterator>
 #include <new>
+#include <vector>
 
 #include "commands.h"
 #include "core/error.h"
@@ -40,8 +43,30 @@ int main(int argc, char** argv) {
   }
   for (int i = 0; i < k_command_count; ++i) {
     if (std::strcmp(argv[1], k_commands[i].name) != 0) continue;
+    // llama.cpp's spelling `-m MODEL` / `--model MODEL` for the commands whose first argument is the model: the model
+    // becomes that first argument (info keeps -m for --metadata).
+    std::vector<char*> args(argv + 2, argv + argc);
+    static constexpr const char* k_model_first[] = {"run", "chat", "logits", "bench", "tune", "tokenize"};
+    if (std::any_of(std::begin(k_model_first), std::end(k_model_first),
+                    [&](const char* c) { return !std::strcmp(c, argv[1]); }))
+      for (size_t a = 0; a < args.size(); ++a) {
+        const bool spaced = (!std::strcmp(args[a], "-m") || !std::strcmp(args[a], "--model")) && a + 1 < args.size();
+        if (spaced) {
+          char* model = args[a + 1];
+          args.erase(args.begin() + ptrdiff_t(a), args.begin() + ptrdiff_t(a) + 2);
+          args.insert(args.begin(), model);
+          break;
+        }
+        if (!std::strncmp(args[a], "--model=", 8)) {
+          char* model = args[a] + 8;
+          args.erase(args.begin() + ptrdiff_t(a));
+          args.insert(args.begin(), model);
+          break;
+        }
+      }
+    args.push_back(nullptr);
     try {
-      return k_commands[i].run(argc - 2, argv + 2);
+      return k_commands[i].run(int(args.size()) - 1, args.data());
     } catch (const greta::Error& e) {
       std::fprintf(stderr, "greta-vk %s: error: %s\n", argv[1], e.what());
     } catch (const std::bad_alloc&) {
