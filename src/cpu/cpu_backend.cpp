@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "engine/elem_convert.h"
 #include "engine/kv_q8.h"
 #include "model/quants.h"
 
@@ -225,13 +225,10 @@ void CpuBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);
   const HostBuffer& b = *plan.buffers[size_t(buffer)];
   GRETA_CHECK(offset >= 0 && offset + int64_t(dst.size()) <= plan.plan().buffers[size_t(buffer)].elems);
-  if (b.type == ElemType::F16) {
-    for (size_t i = 0; i < dst.size(); ++i) dst[i] = fp16_to_fp32(b.f16[size_t(offset) + i]);
-    return;
-  }
-  if (b.type == ElemType::Q8_0) {
-    for (size_t i = 0; i < dst.size(); ++i) dst[i] = kv_q8_value(b.q8.data(), offset + int64_t(i));
-    return;
+  if (b.type == ElemType::F16) return floats_from_elems(b.type, b.f16.data() + offset, dst);
+  if (b.type == ElemType::Q8_0) {  // whole blocks
+    GRETA_CHECK(offset % kKvQ8Block == 0, "q8_0 read from inside a block");
+    return floats_from_elems(b.type, b.q8.data() + offset / kKvQ8Block * kKvQ8Words, dst);
   }
   GRETA_CHECK(b.type == ElemType::F32, "read of an I32 buffer");
   std::memcpy(dst.data(), b.f32.data() + offset, dst.size_bytes());
@@ -242,14 +239,10 @@ void CpuBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);
   HostBuffer& b = *plan.buffers[size_t(buffer)];
   GRETA_CHECK(offset >= 0 && offset + int64_t(src.size()) <= plan.plan().buffers[size_t(buffer)].elems);
-  if (b.type == ElemType::F16) {
-    for (size_t i = 0; i < src.size(); ++i) b.f16[size_t(offset) + i] = fp32_to_fp16(src[i]);
-    return;
-  }
+  if (b.type == ElemType::F16) return elems_from_floats(b.type, src, b.f16.data() + offset);
   if (b.type == ElemType::Q8_0) {  // whole blocks only
     GRETA_CHECK(offset % kKvQ8Block == 0 && int64_t(src.size()) % kKvQ8Block == 0, "q8_0 write of partial blocks");
-    kv_q8_quantize(src.data(), b.q8.data() + offset / kKvQ8Block * kKvQ8Words, int64_t(src.size()));
-    return;
+    return elems_from_floats(b.type, src, b.q8.data() + offset / kKvQ8Block * kKvQ8Words);
   }
   GRETA_CHECK(b.type == ElemType::F32, "write of an I32 buffer");
   std::memcpy(b.f32.data() + offset, src.data(), src.size_bytes());

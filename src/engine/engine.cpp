@@ -176,32 +176,35 @@ std::vector<PreparedPlan*> Engine::prepared_plans() {
 
 // --- sequences --------------------------------------------------------------------------------------------------
 
+// A sequence is live exactly while the KV cache holds it; seqs_ keeps its tokens under the same id.
 Engine::Sequence& Engine::seq_at(SeqId seq) {
-  GRETA_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live, "no live sequence ", seq);
+  GRETA_CHECK(kv_.live(seq) && size_t(seq) < seqs_.size(), "no live sequence ", seq);
   return seqs_[size_t(seq)];
 }
 
 const Engine::Sequence& Engine::seq_at(SeqId seq) const {
-  GRETA_CHECK(seq >= 0 && size_t(seq) < seqs_.size() && seqs_[size_t(seq)].live, "no live sequence ", seq);
+  GRETA_CHECK(kv_.live(seq) && size_t(seq) < seqs_.size(), "no live sequence ", seq);
   return seqs_[size_t(seq)];
+}
+
+Engine::Sequence& Engine::adopt(SeqId id) {
+  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
+  seqs_[size_t(id)].tokens.clear();
+  return seqs_[size_t(id)];
 }
 
 SeqId Engine::new_sequence() {
   const SeqId id = kv_.create();
-  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
-  seqs_[size_t(id)].tokens.clear();
-  seqs_[size_t(id)].live = true;
+  adopt(id);
   return id;
 }
 
 SeqId Engine::fork_sequence(SeqId src) {
-  const std::vector<TokenId> history = seq_at(src).tokens;
   // Share only what is in the cache, and never the last token: the fork's next step must produce its logits.
-  const int64_t shareable = std::min<int64_t>(kv_.length(src), int64_t(history.size()) - 1);
+  const int64_t shareable = std::min<int64_t>(kv_.length(src), int64_t(seq_at(src).tokens.size()) - 1);
   const SeqId id = kv_.fork(src, std::max<int64_t>(shareable, 0));
-  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
-  seqs_[size_t(id)].tokens = history;
-  seqs_[size_t(id)].live = true;
+  Sequence& fork = adopt(id);  // may move seqs_: src is looked up again
+  fork.tokens = seqs_[size_t(src)].tokens;
   return id;
 }
 
@@ -211,7 +214,7 @@ std::pair<SeqId, int64_t> Engine::new_sequence_with_prefix(std::span<const Token
   SeqId best = -1;
   int64_t best_len = 0;
   for (size_t i = 0; i < seqs_.size(); ++i) {
-    if (!seqs_[i].live) continue;
+    if (!kv_.live(SeqId(i))) continue;
     const auto& t = seqs_[i].tokens;
     const int64_t limit = std::min<int64_t>({kv_.length(SeqId(i)), int64_t(t.size()), int64_t(prompt.size()) - 1});
     int64_t n = 0;
@@ -221,15 +224,12 @@ std::pair<SeqId, int64_t> Engine::new_sequence_with_prefix(std::span<const Token
   }
   if (best < 0) return {new_sequence(), 0};
   const SeqId id = kv_.fork(best, best_len);
-  if (size_t(id) >= seqs_.size()) seqs_.resize(size_t(id) + 1);
-  seqs_[size_t(id)].tokens.assign(prompt.begin(), prompt.begin() + best_len);
-  seqs_[size_t(id)].live = true;
+  adopt(id).tokens.assign(prompt.begin(), prompt.begin() + best_len);
   return {id, best_len};
 }
 
 void Engine::release_sequence(SeqId seq) {
-  seq_at(seq).live = false;
-  seqs_[size_t(seq)].tokens.clear();
+  seq_at(seq).tokens.clear();
   kv_.release(seq);
   if (seq == default_seq_) {
     default_seq_ = -1;
@@ -250,13 +250,8 @@ void Engine::truncate_sequence(SeqId seq, int64_t n) {
 int64_t Engine::kv_positions_available() const { return kv_.available_pages() * kPageSize; }
 
 void Engine::reserve_kv(int64_t positions) {
-  const int64_t pages = std::min(kv_.max_pages(), kv_.used_pages() + 1 + kv_.pages_for(positions));
-  if (pages <= kv_.capacity()) return;
-  // Grow by allocating and returning pages through a scratch sequence: the pool's own growth rule applies.
-  const SeqId scratch = kv_.create();
-  kv_.extend(scratch, std::min(positions, (kv_.available_pages()) * kPageSize));
-  kv_.release(scratch);
-  plan_for(1, false);
+  kv_.grow(kv_.used_pages() + 1 + kv_.pages_for(positions));
+  plan_for(1, false);  // re-prepared for the pool's new size now, not in the first timed step
 }
 
 // --- steps ------------------------------------------------------------------------------------------------------
@@ -272,13 +267,15 @@ std::span<const float> StepLogits::all_rows(size_t entry) const {
 }
 
 const StepLogits& Engine::step(std::span<const StepEntry> entries) {
-  // Check everything before changing anything: a failed step appends nothing.
+  // Check everything before changing anything: a failed step appends nothing. A sequence seen in this step carries
+  // the step's stamp (no scan over the other entries).
   int64_t new_pages = 0;
+  ++step_stamp_;
   for (size_t i = 0; i < entries.size(); ++i) {
     const StepEntry& e = entries[i];
-    const Sequence& s = seq_at(e.seq);
-    for (size_t j = 0; j < i; ++j)
-      if (entries[j].seq == e.seq) fail("sequence ", e.seq, " appears twice in one step");
+    Sequence& s = seq_at(e.seq);
+    if (s.step_stamp == step_stamp_) fail("sequence ", e.seq, " appears twice in one step");
+    s.step_stamp = step_stamp_;
     for (TokenId t : e.tokens)
       if (t < 0 || t >= config_.vocab_size) fail("token id ", t, " is outside the vocabulary (", config_.vocab_size, ")");
     const int64_t total = int64_t(s.tokens.size() + e.tokens.size());
@@ -394,13 +391,11 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
   for (const Run& r : runs) {
     const StepEntry& e = entries[r.entry];
     const bool ends = r.first + r.count == int64_t(seq_at(r.seq).tokens.size());
-    if (e.logits == LogitsWanted::All) {
+    if (e.logits == LogitsWanted::All) {  // rows for every token the step processes for the entry, in order
       const int64_t entry_first = int64_t(seq_at(r.seq).tokens.size()) - int64_t(step_logits_.all_[r.entry].size()) / vocab;
-      const int64_t skip = std::max<int64_t>(entry_first - r.first, 0);  // recomputed tokens before the entry's own
-      if (r.count > skip)
-        backend_->read(prepared, plan.logits, (t + skip) * vocab,
-                       std::span<float>(step_logits_.all_[r.entry]).subspan(size_t((r.first + skip - entry_first) * vocab),
-                                                                           size_t((r.count - skip) * vocab)));
+      backend_->read(prepared, plan.logits, t * vocab,
+                     std::span<float>(step_logits_.all_[r.entry]).subspan(size_t((r.first - entry_first) * vocab),
+                                                                         size_t(r.count * vocab)));
       read_any = true;
     }
     if (ends && e.logits != LogitsWanted::None) {

@@ -99,7 +99,8 @@ struct StepEntry {
 };
 
 // The logits a step returned, valid until the next step: row(i) for entry i (vocab floats after its last token; empty
-// for entries that wanted none); all_rows(i): [tokens, vocab] for LogitsWanted::All.
+// for entries that wanted none); all_rows(i): for LogitsWanted::All, [tokens, vocab] over every token the step
+// processed for the entry (its own, after any a fork left to recompute).
 class StepLogits {
 public:
   std::span<const float> row(size_t entry) const;
@@ -205,9 +206,9 @@ public:
   static uint64_t kv_bytes_per_position(const model::ModelConfig& config, ElemType kv_type = ElemType::F32);
 
 private:
-  struct Sequence {  // the engine's side of a sequence; the KV cache holds its pages
+  struct Sequence {  // the engine's side of a sequence (live while the KV cache holds it, under the same id)
     std::vector<TokenId> tokens;  // history: tokens[0 .. kv length) are in the cache, the rest wait for a step
-    bool live = false;
+    uint64_t step_stamp = 0;      // the last step that named it (a step names a sequence once)
   };
   // One sequence's part of a pending forward pass.
   struct Run {
@@ -217,6 +218,7 @@ private:
   };
   Sequence& seq_at(SeqId seq);
   const Sequence& seq_at(SeqId seq) const;
+  Sequence& adopt(SeqId id);  // an empty Sequence for a sequence the KV cache just created
   SeqId default_sequence();
   // Runs `runs` (at most max_seqs, at most max_batch tokens) as one forward pass and copies the logits out.
   void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits);
@@ -239,6 +241,7 @@ private:
   StepLogits step_logits_;
   StepArrays step_arrays_;          // reused by every pass (no per-step allocation once sized)
   std::vector<Run> runs_, pass_;
+  uint64_t step_stamp_ = 0;
   // How a pass's time is counted: Auto: decode when every run is one token, else prefill; prefill()/decode() say.
   enum class TimingClass { Auto, Prefill, Decode };
   TimingClass timing_ = TimingClass::Auto;

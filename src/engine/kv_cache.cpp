@@ -69,13 +69,20 @@ int64_t KvCache::length(SeqId seq) const { return at(seq).length; }
 
 std::span<const int32_t> KvCache::pages(SeqId seq) const { return at(seq).pages; }
 
+void KvCache::grow(int64_t pages) {
+  const int64_t grown = std::min(max_pages_, pages);
+  if (grown <= capacity_) return;
+  refs_.resize(size_t(grown), 0);
+  // New pages go under the old free ones: the lowest free page is still taken first.
+  free_.insert(free_.begin(), size_t(grown - capacity_), 0);
+  for (int64_t p = capacity_; p < grown; ++p) free_[size_t(grown - 1 - p)] = int32_t(p);
+  capacity_ = grown;
+}
+
 int32_t KvCache::take_page() {
   if (free_.empty()) {
     if (capacity_ >= max_pages_) return -1;
-    const int64_t grown = std::min(max_pages_, std::max<int64_t>(capacity_ * 2, capacity_ + 1));
-    refs_.resize(size_t(grown), 0);
-    for (int64_t p = grown - 1; p >= capacity_; --p) free_.push_back(int32_t(p));
-    capacity_ = grown;
+    grow(capacity_ * 2);
   }
   const int32_t page = free_.back();
   free_.pop_back();

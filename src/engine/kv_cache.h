@@ -50,6 +50,9 @@ public:
   // Shortens to at most new_length positions; a shared page that would be written again is given up too. Returns
   // the length kept (<= new_length).
   int64_t truncate(SeqId seq, int64_t new_length);
+  // Grows the pool to at least `pages` (capped by the budget) now, instead of as pages are taken (benches that must
+  // not re-prepare plans inside a timed run).
+  void grow(int64_t pages);
   // The pool row of position `pos` of a sequence (pos < length).
   int64_t row(SeqId seq, int64_t pos) const;
   int32_t page_refs(int32_t page) const { return refs_[size_t(page)]; }

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "engine/elem_convert.h"
 #include "engine/kv_q8.h"
 #include "model/quants.h"
 
@@ -513,12 +513,7 @@ void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
                                    elem_bytes(type, n), gpuMemcpyDeviceToHost, stream_->get()),
                     "reading a buffer");
     stream_->synchronize();
-    if (type == ElemType::Q8_0) {
-      for (int64_t i = 0; i < n; ++i) dst[size_t(i)] = kv_q8_value(raw.data(), i);
-    } else {
-      const auto* bits = reinterpret_cast<const uint16_t*>(raw.data());
-      for (int64_t i = 0; i < n; ++i) dst[size_t(i)] = fp16_to_fp32(bits[i]);
-    }
+    floats_from_elems(type, raw.data(), dst);
     return;
   }
   GRETA_GPU_CHECK(gpuMemcpyAsync(dst.data(), plan.f32(buffer) + offset, dst.size_bytes(), gpuMemcpyDeviceToHost,
@@ -535,12 +530,7 @@ void HipBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
   if (type == ElemType::F16 || type == ElemType::Q8_0) {
     const int64_t n = int64_t(src.size());
     std::vector<uint32_t> raw((elem_bytes(type, n) + 3) / 4);
-    if (type == ElemType::Q8_0) {
-      kv_q8_quantize(src.data(), raw.data(), n);
-    } else {
-      auto* bits = reinterpret_cast<uint16_t*>(raw.data());
-      for (int64_t i = 0; i < n; ++i) bits[i] = fp32_to_fp16(src[size_t(i)]);  // round to nearest even
-    }
+    elems_from_floats(type, src, raw.data());
     GRETA_GPU_CHECK(gpuMemcpyAsync(plan.address[size_t(buffer)] + elem_bytes(type, offset), raw.data(),
                                    elem_bytes(type, n), gpuMemcpyHostToDevice, stream_->get()),
                     "writing a buffer");

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "engine/kv_q8.h"
 #include "hip/gpu_api.h"
 
 namespace greta::hip {
@@ -20,8 +21,8 @@ namespace greta::hip {
 // The cache element type a kernel is instantiated for (AttentionArgs::cache, launch_kv_write).
 enum class KvType : uint8_t { F32, F16, Q8_0 };
 
-inline constexpr int kQ8Block = 32;  // elements per block (engine::kKvQ8Block)
-inline constexpr int kQ8Words = 9;   // 32-bit words per block (engine::kKvQ8Words)
+inline constexpr int kQ8Block = int(engine::kKvQ8Block);  // elements per block
+inline constexpr int kQ8Words = int(engine::kKvQ8Words);  // 32-bit words per block
 
 GRETA_HD GRETA_INLINE float f32_from_bits(uint32_t bits) {
 #if defined(GRETA_DEVICE_PASS) && defined(GRETA_GPU_HIP)

@@ -237,3 +237,18 @@ TEST_CASE("run_batch: continuous batching gives each request what it gets alone;
   CHECK(reused >= 32);  // the shared prompt's first page was computed once while its sequences overlapped
   check_pool_empty(e.kv_cache());
 }
+
+TEST_CASE("kv cache: grow() sizes the pool up front, within the budget, and pages are still taken lowest first") {
+  KvCache kv(4, 3, 12);
+  kv.grow(8);
+  CHECK(kv.capacity() == 8);
+  kv.grow(100);
+  CHECK(kv.capacity() == 12);  // the budget
+  kv.grow(5);
+  CHECK(kv.capacity() == 12);  // never shrinks
+  const SeqId s = kv.create();
+  REQUIRE(kv.extend(s, 12));
+  CHECK(std::vector<int32_t>(kv.pages(s).begin(), kv.pages(s).end()) == std::vector<int32_t>{1, 2, 3});
+  kv.release(s);
+  check_pool_empty(kv);
+}

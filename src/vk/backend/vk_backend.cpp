@@ -16,7 +16,7 @@
 #include <variant>
 
 #include "core/error.h"
-#include "core/half.h"
+#include "engine/elem_convert.h"
 #include "engine/kv_q8.h"
 #include "model/quants.h"
 #include "vk/backend/encoder.h"
@@ -279,17 +279,11 @@ public:
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, dst.size());
     if (dst.empty()) return;
-    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::Q8_0) {
-      // Whole blocks (checked_span), dequantized here: engine/kv_q8.h's layout, 9 words per 32 elements.
-      std::vector<uint32_t> blocks(s.size / 4);
-      transfer_->download(s, blocks.data(), s.size);
-      for (size_t i = 0; i < dst.size(); ++i) dst[i] = engine::kv_q8_value(blocks.data(), int64_t(i));
-      return;
-    }
-    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
-      std::vector<uint16_t> halves(dst.size());
-      transfer_->download(s, halves.data(), s.size);
-      for (size_t i = 0; i < halves.size(); ++i) dst[i] = fp16_to_fp32(halves[i]);
+    const engine::ElemType type = p.plan().buffers[size_t(buffer)].type;
+    if (type == engine::ElemType::Q8_0 || type == engine::ElemType::F16) {  // Q8_0: whole blocks (checked_span)
+      std::vector<uint32_t> raw((s.size + 3) / 4);
+      transfer_->download(s, raw.data(), s.size);
+      engine::floats_from_elems(type, raw.data(), dst);
       return;
     }
     if (buffer == p.plan().logits && p.logits_fresh) {
@@ -306,15 +300,11 @@ public:
     const BufferSpan s = checked_span(p, buffer, offset, src.size());
     if (buffer == p.plan().logits) p.logits_fresh = false;
     if (src.empty()) return;
-    if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::Q8_0) {
-      // Whole blocks (checked_span), quantized here as kv_write_q8 does on the device.
-      std::vector<uint32_t> blocks(s.size / 4);
-      engine::kv_q8_quantize(src.data(), blocks.data(), int64_t(src.size()));
-      transfer_->upload(s, blocks.data(), s.size);
-    } else if (p.plan().buffers[size_t(buffer)].type == engine::ElemType::F16) {
-      std::vector<uint16_t> halves(src.size());
-      for (size_t i = 0; i < halves.size(); ++i) halves[i] = fp32_to_fp16(src[i]);
-      transfer_->upload(s, halves.data(), s.size);
+    const engine::ElemType type = p.plan().buffers[size_t(buffer)].type;
+    if (type == engine::ElemType::Q8_0 || type == engine::ElemType::F16) {  // as kv_write does on the device
+      std::vector<uint32_t> raw((s.size + 3) / 4);
+      engine::elems_from_floats(type, src, raw.data());
+      transfer_->upload(s, raw.data(), s.size);
     } else {
       transfer_->upload(s, src.data(), src.size_bytes());
     }
