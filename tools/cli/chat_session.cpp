@@ -23,8 +23,8 @@ bool ChatSession::is_end_of_turn(engine::TokenId token) const {
 
 ChatTurn ChatSession::send(std::string_view user, int64_t max_reply_tokens, const engine::TokenCallback& on_token) {
   const bool first = turns_ == 0;
-  const auto segments = render_turn(tmpl_, system_, user, first);
-  const auto tokens = tokenize_segments(engine_.tokenizer(), segments, /*add_bos=*/first);
+  const auto segments = model::render_turn(tmpl_, system_, user, first);
+  const auto tokens = model::tokenize_segments(engine_.tokenizer(), segments, /*add_bos=*/first);
   ChatTurn turn;
   turn.new_tokens = int64_t(tokens.size());
   // Room for the new tokens and at least one reply token fed back.

@@ -6,11 +6,16 @@
 #include <vector>
 #include <string_view>
 
-#include "chat_template.h"
+#include "model/chat_template.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 
 namespace greta::cli {
+using model::ChatTemplate;
+using model::ChatMessage;
+using model::ChatSegment;
+using model::ChatFamily;
+
 
 struct ChatTurn {
   int64_t new_tokens = 0;        // tokens prefilled for this turn

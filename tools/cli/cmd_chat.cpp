@@ -100,7 +100,7 @@ int cmd_chat(int argc, char** argv) {
     if (!read_message(message)) break;
     if (message.find_first_not_of(" \t\n") == std::string::npos) continue;
 
-    Utf8Stream utf8;
+    greta::Utf8Stream utf8;
     auto stream = [&](engine::TokenId, std::string_view piece) {
       const std::string ready = utf8.push(piece);
       std::fwrite(ready.data(), 1, ready.size(), stdout);

@@ -118,7 +118,7 @@ int run_prompts(const Args& args, const std::string& path, const engine::Sampler
                   engine::json_quote(loaded.device).c_str(), engine::json_quote(lines[i]).c_str(),
                   id_list(requests[i].prompt).c_str(), static_cast<long long>(r.reused_tokens), body.c_str() + 1);
     } else {
-      Utf8Stream utf8;
+      greta::Utf8Stream utf8;
       const std::string text = r.error.empty() ? utf8.push(r.result.text) + utf8.finish() : "error: " + r.error;
       std::printf("--- prompt %zu: %s\n%s\n", i + 1, lines[i].c_str(), text.c_str());
     }
@@ -188,7 +188,7 @@ int cmd_run(int argc, char** argv) {
   check_fits(n_ctx);
   trace.attach(engine);
 
-  Utf8Stream utf8;
+  greta::Utf8Stream utf8;
   auto stream = [&](engine::TokenId, std::string_view piece) {
     const std::string ready = utf8.push(piece);
     if (!ready.empty()) {

@@ -1,8 +1,8 @@
-#include "chat_template.h"
+#include "model/chat_template.h"
 
 #include "core/error.h"
 
-namespace greta::cli {
+namespace greta::model {
 
 namespace {
 
@@ -287,4 +287,4 @@ std::vector<model::TokenId> tokenize_segments(const model::Tokenizer& tokenizer,
   return ids;
 }
 
-}  // namespace greta::cli
+}  // namespace greta::model

@@ -25,7 +25,7 @@
 
 #include "model/tokenizer.h"
 
-namespace greta::cli {
+namespace greta::model {
 
 enum class ChatFamily { Plain, ChatML, Llama2, Llama3, Mistral, Phi3 };
 
@@ -77,4 +77,4 @@ std::vector<ChatSegment> render_turn(const ChatTemplate& tmpl, std::string_view 
 std::vector<model::TokenId> tokenize_segments(const model::Tokenizer& tokenizer, std::span<const ChatSegment> segments,
                                               bool add_bos);
 
-}  // namespace greta::cli
+}  // namespace greta::model
