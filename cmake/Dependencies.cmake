@@ -49,3 +49,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 find_package(Threads REQUIRED)
+
+# --- cpp-httplib (the server's HTTP/1.1: threads, keep-alive, chunked streaming) and nlohmann-json (every JSON the
+# server and the CLI read or write). Debian builds cpp-httplib as a shared library with OpenSSL/zlib/brotli on: its
+# pkg-config flags carry those defines, which must match the library's for the classes to have the same layout.
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+find_package(nlohmann_json 3.10 REQUIRED)

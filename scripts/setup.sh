@@ -28,12 +28,15 @@ esac
 # ---- 1. distribution packages -------------------------------------------------------------------------------------
 COMMON_PKGS=(build-essential cmake ninja-build pkg-config git xz-utils ca-certificates python3
   libvulkan1 mesa-vulkan-drivers vulkan-validationlayers vulkan-tools spirv-tools
-  doctest-dev libpcre2-dev liblzma-dev clang)
+  doctest-dev libpcre2-dev liblzma-dev clang
+  libcpp-httplib-dev nlohmann-json3-dev libedit-dev curl)
 if [ "$DISTRO" = ubuntu2404 ]; then
   PKGS=("${COMMON_PKGS[@]}" libvulkan-dev glslang-tools libvulkan-volk-dev libvulkan-memory-allocator-dev)
 else
   PKGS=("${COMMON_PKGS[@]}" dpkg-dev)
 fi
+# Node.js runs the server tests' OpenAI SDK client; a machine that already has node and npm (from any source) keeps them.
+command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,12 +1,7 @@
-// The batch runner: many generation requests through one engine with continuous batching, the engine's first
-// multi-sequence caller (`greta-vk run --prompts-file`; the server's scheduler follows the same contract).
-//
-// Each iteration is one Engine::step: every running sequence's next token (decode) plus prompt chunks of sequences
-// still prefilling, within max_batch tokens. A request is admitted when a sequence slot is free (at most `parallel`
-// run) and the KV budget can hold its prompt plus its max_tokens (capped by the context): admitted requests never
-// run out of pages mid-generation, and a request that cannot fit waits until finishing ones free theirs. A prompt
-// whose prefix a running sequence holds shares those pages (Engine::new_sequence_with_prefix). A request larger
-// than the whole budget (or context) fails alone, with its error; the others run on.
+// The batch runner: a list of generation requests through one engine with continuous batching
+// (`greta-vk run --prompts-file`). It submits every request to a Scheduler (scheduler.h: admission by sequence slots
+// and KV pages, prefix reuse, stop strings) and steps it until all are done. A request that can never run (empty
+// prompt, longer than the context, larger than the KV budget) fails alone, with its error; the others run on.
 #pragma once
 #include <cstdint>
 #include <functional>

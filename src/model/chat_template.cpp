@@ -144,38 +144,72 @@ std::string_view ChatTemplate::end_of_turn_token() const {
   return "";
 }
 
-// A transcription of llama.cpp's llm_chat_apply_template for these families (message by message, with its state).
-std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMessage> messages, bool add_assistant) {
-  std::string out;
+std::vector<std::string_view> ChatTemplate::special_markers() const {
+  switch (family) {
+    case ChatFamily::ChatML: return {"<|im_start|>", "<|im_end|>"};
+    case ChatFamily::Llama3: return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+    case ChatFamily::Phi3: return {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+    case ChatFamily::Llama2: return {"</s>"};  // [INST] is plain text in Llama 2's vocabulary
+    case ChatFamily::Mistral:
+      // v1 (Mistral 7B v0.1, Mixtral) spells [INST] in text; later vocabularies have control tokens for it.
+      if (mistral == Mistral::V1) return {"</s>"};
+      if (mistral == Mistral::V7) return {"[SYSTEM_PROMPT]", "[/SYSTEM_PROMPT]", "[INST]", "[/INST]", "</s>"};
+      return {"[INST]", "[/INST]", "</s>"};
+    case ChatFamily::Plain: return {};
+  }
+  return {};
+}
+
+std::vector<std::string_view> missing_special_markers(const ChatTemplate& tmpl, const Tokenizer& tokenizer) {
+  std::vector<std::string_view> missing;
+  for (std::string_view marker : tmpl.special_markers()) {
+    const auto ids = tokenizer.encode(marker, /*add_special=*/false, /*parse_special=*/true);
+    if (ids.size() != 1 || tokenizer.token_text(ids[0]) != marker) missing.push_back(marker);
+  }
+  return missing;
+}
+
+// A transcription of llama.cpp's llm_chat_apply_template for these families (message by message, with its state),
+// with the template's markup and the messages' content kept apart.
+std::vector<ChatSegment> render_conversation_segments(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                                                      bool add_assistant) {
+  std::vector<ChatSegment> out;
+  auto markup = [&](std::string text) {
+    if (!text.empty()) out.push_back({std::move(text), true});
+  };
+  auto content = [&](std::string_view text) {
+    if (!text.empty()) out.push_back({std::string(text), false});
+  };
   switch (tmpl.family) {
     case ChatFamily::ChatML:
-      for (const auto& m : messages) out += cat("<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-      if (add_assistant) out += "<|im_start|>assistant\n";
+      for (const auto& m : messages) markup(cat("<|im_start|>", m.role, "\n")), content(m.content), markup("<|im_end|>\n");
+      if (add_assistant) markup("<|im_start|>assistant\n");
       break;
     case ChatFamily::Llama3:
       for (const auto& m : messages)
-        out += cat("<|start_header_id|>", m.role, "<|end_header_id|>\n\n", trim(m.content), "<|eot_id|>");
-      if (add_assistant) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+        markup(cat("<|start_header_id|>", m.role, "<|end_header_id|>\n\n")), content(trim(m.content)), markup("<|eot_id|>");
+      if (add_assistant) markup("<|start_header_id|>assistant<|end_header_id|>\n\n");
       break;
     case ChatFamily::Phi3:
-      for (const auto& m : messages) out += cat("<|", m.role, "|>\n", m.content, "<|end|>\n");
-      if (add_assistant) out += "<|assistant|>\n";
+      for (const auto& m : messages) markup(cat("<|", m.role, "|>\n")), content(m.content), markup("<|end|>\n");
+      if (add_assistant) markup("<|assistant|>\n");
       break;
     case ChatFamily::Llama2: {
       bool inside_turn = true;  // the first "[INST] " is written up front (the BOS comes from the tokenizer)
-      out += "[INST] ";
+      markup("[INST] ");
       for (const auto& m : messages) {
-        const std::string content = tmpl.strip_messages ? trim(m.content) : m.content;
+        const std::string text = tmpl.strip_messages ? trim(m.content) : m.content;
         if (!inside_turn) {
           inside_turn = true;
-          out += tmpl.bos_in_history ? "<s>[INST] " : "[INST] ";
+          markup(tmpl.bos_in_history ? "<s>[INST] " : "[INST] ");
         }
-        if (m.role == "system")
-          out += tmpl.system_block ? cat("<<SYS>>\n", content, "\n<</SYS>>\n\n") : cat(content, "\n");
-        else if (m.role == "user")
-          out += cat(content, " [/INST]");
-        else {
-          out += cat(content, "</s>");
+        if (m.role == "system") {
+          if (tmpl.system_block) markup("<<SYS>>\n"), content(text), markup("\n<</SYS>>\n\n");
+          else content(text), markup("\n");
+        } else if (m.role == "user") {
+          content(text), markup(" [/INST]");
+        } else {
+          content(text), markup("</s>");
           inside_turn = false;
         }
       }
@@ -184,9 +218,9 @@ std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMe
     case ChatFamily::Mistral: {
       if (tmpl.mistral == ChatTemplate::Mistral::V7) {
         for (const auto& m : messages) {
-          if (m.role == "system") out += cat("[SYSTEM_PROMPT] ", m.content, "[/SYSTEM_PROMPT]");
-          else if (m.role == "user") out += cat("[INST] ", m.content, "[/INST]");
-          else out += cat(" ", m.content, "</s>");
+          if (m.role == "system") markup("[SYSTEM_PROMPT] "), content(m.content), markup("[/SYSTEM_PROMPT]");
+          else if (m.role == "user") markup("[INST] "), content(m.content), markup("[/INST]");
+          else markup(" "), content(m.content), markup("</s>");
         }
         break;
       }
@@ -195,13 +229,13 @@ std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMe
       bool inside_turn = false;
       for (const auto& m : messages) {
         if (!inside_turn) {
-          out += cat(s.leading, "[INST]", s.trailing);
+          markup(cat(s.leading, "[INST]", s.trailing));
           inside_turn = true;
         }
-        if (m.role == "system") out += cat(m.content, "\n\n");
-        else if (m.role == "user") out += cat(m.content, s.leading, "[/INST]");
+        if (m.role == "system") content(m.content), markup("\n\n");
+        else if (m.role == "user") content(m.content), markup(cat(s.leading, "[/INST]"));
         else {
-          out += cat(s.trailing, trim_reply ? trim(m.content) : m.content, "</s>");
+          markup(s.trailing), content(trim_reply ? trim(m.content) : m.content), markup("</s>");
           inside_turn = false;
         }
       }
@@ -209,12 +243,18 @@ std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMe
     }
     case ChatFamily::Plain:
       for (const auto& m : messages) {
-        if (m.role == "system") out += cat(m.content, "\n\n");
-        else if (m.role == "user") out += m.content;
-        else out += cat(m.content, "\n");
+        if (m.role == "system") content(m.content), markup("\n\n");
+        else if (m.role == "user") content(m.content);
+        else content(m.content), markup("\n");
       }
       break;
   }
+  return out;
+}
+
+std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMessage> messages, bool add_assistant) {
+  std::string out;
+  for (const ChatSegment& s : render_conversation_segments(tmpl, messages, add_assistant)) out += s.text;
   return out;
 }
 

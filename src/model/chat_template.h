@@ -49,7 +49,15 @@ struct ChatTemplate {
   std::string_view reply_end() const;
   // The special token text that ends a reply, when the family has one besides EOS ("<|im_end|>", ...), else "".
   std::string_view end_of_turn_token() const;
+  // The markup that the family's models have as special tokens, one token each ("<|im_start|>" and "<|im_end|>" for
+  // chatml, "</s>" for llama2); empty for plain.
+  std::vector<std::string_view> special_markers() const;
 };
+
+// The special markers of `tmpl` that are not one special token of `tokenizer`'s vocabulary. A template forced on a
+// model whose vocabulary lacks them still renders, but its turn boundaries become ordinary text tokens that the model
+// never learned as such.
+std::vector<std::string_view> missing_special_markers(const ChatTemplate& tmpl, const Tokenizer& tokenizer);
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant"
@@ -65,6 +73,10 @@ struct ChatSegment {
 // The whole conversation as llama.cpp's llm_chat_apply_template renders it (add_assistant: end with the assistant
 // header so the model answers next). Messages are system (first only), user and assistant.
 std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMessage> messages, bool add_assistant);
+// The same as segments: template markup apart from message content (the server tokenizes them with
+// tokenize_segments, so a message cannot forge the template's special tokens).
+std::vector<ChatSegment> render_conversation_segments(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                                                      bool add_assistant);
 
 // One turn of a running conversation: for the first turn the optional system message and the user message, for later
 // ones the closing of the previous reply first; always ending with the assistant header. Concatenating the turns with

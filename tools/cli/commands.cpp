@@ -12,6 +12,7 @@ extern const Command k_commands[] = {
     {"chat", "chat with a model through its chat template (stdin lines, Ctrl-D ends)", cmd_chat},
     {"logits", "write the logits after every prompt token (float32, n_prompt x n_vocab)", cmd_logits},
     {"bench", "prefill and decode speed, mean ± stddev, like llama-bench", cmd_bench},
+    {"serve", "serve OpenAI's API over HTTP: many requests at once, continuous batching", cmd_serve},
     {"tune", "time tiles of the Vulkan prefill matmul kernels for a model; cache the fastest", cmd_tune},
 };
 extern const int k_command_count = sizeof(k_commands) / sizeof(k_commands[0]);

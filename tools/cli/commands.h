@@ -20,5 +20,6 @@ int cmd_chat(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_tune(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 
 }  // namespace greta::cli
