@@ -1,11 +1,12 @@
 #version 450
 // Block-wise matrix-vector products for the quantized weight types (WTYPE_*): the fast decode path. Same contract
 // as matvec.comp (y[t, out_row0 + r] = dot(weight row r, x[t, :]) for the `rows` rows bound at binding 0 and every
-// token t = gl_WorkGroupID.y; row groups are a grid-stride loop) for rows whose length is a multiple of 32.
+// token t, TOKENS per workgroup along y; row groups are a grid-stride loop) for rows whose length is a multiple of 32.
 //
 // Work split: a row is cut into slots of 8 elements (a quarter of a 32-element legacy block) or 16 (a sixteenth of a
 // 256-element K-quant super-block). A workgroup of WG invocations (spec constant 0, a multiple of the subgroup size)
-// owns ROWS consecutive rows (spec constant 1, <= 8); invocation i takes slots i, i + WG, ... of all ROWS rows.
+// owns ROWS consecutive rows (spec constant 1, <= 8) of TOKENS tokens (spec constant 4, below); invocation i takes
+// slots i, i + WG, ... of all ROWS rows.
 // Slots are numbered so that neighbouring invocations read neighbouring activations (a subgroup's vec4 loads cover
 // whole 64- or 128-byte runs) and neighbouring weight bytes. Per slot an invocation loads its activations once
 // (MV_NX vec4, reused by every row), then per row reads its code words and the scales they need with 32-bit loads
@@ -341,55 +342,79 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #endif
 #endif
 
-// Per-row partial sums are named variables (acc0..acc7, guarded by spec-constant conditions) rather than an array
-// indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp).
-#define ROW_DOT(r) if (r < ROWS) acc##r += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, a, xsum);
-#define ROW_REDUCE(r)                                                      \
-  if (r < ROWS) {                                                          \
-    const float v = subgroupAdd(acc##r);                                   \
-    if (subgroupElect()) partial[r * MAX_SUBGROUPS + gl_SubgroupID] = v;   \
+// Several tokens per workgroup (spec constant 4, TOKENS, a power of two with ROWS * TOKENS <= 8, plain input only):
+// workgroup y takes tokens y * TOKENS .. + TOKENS - 1 and every slot's weight words are read once for all of them
+// (each token's mv_slot_dot repeats the same loads from the readonly weights: the compiler merges them), so a step of
+// B decode tokens reads the weights B / TOKENS times instead of B times. Per-(row, token) partial sums are named
+// variables acc<row><token> (spec-constant conditions drop the unused ones) rather than an array indexed in loops
+// bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp). The pairs that exist:
+// token 0 with rows 0..7, token 1 with rows 0..3, tokens 2-3 with rows 0..1, tokens 4..7 with row 0.
+layout(constant_id = 4) const uint TOKENS = 1;
+#define ROW_DOT(r, u) \
+  if (r < ROWS && u < TOKENS) acc##r##u += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, a##u, xsum##u);
+#define ROW_REDUCE(r, u)                                                                         \
+  if (r < ROWS && u < TOKENS) {                                                                  \
+    const float v = subgroupAdd(acc##r##u);                                                      \
+    if (subgroupElect()) partial[(r * TOKENS + u) * MAX_SUBGROUPS + gl_SubgroupID] = v;         \
   }
+#define FOR_PAIRS(M)                                                                             \
+  M(0, 0) M(1, 0) M(2, 0) M(3, 0) M(4, 0) M(5, 0) M(6, 0) M(7, 0) M(0, 1) M(1, 1) M(2, 1) M(3, 1) \
+  M(0, 2) M(1, 2) M(0, 3) M(1, 3) M(0, 4) M(0, 5) M(0, 6) M(0, 7)
+#define FOR_TOKENS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define DECLARE_ACC(r, u) float acc##r##u = 0.0;
+// Token u's row of activations (past the last token of the group: the last one again, never used).
+#if defined(X_Q8)
+#define TOKEN_BASE(u)                                                                   \
+  const uint xq_base##u = q8_row_base(pc.x_row0 + t0 + min(u, TOKENS - 1u), pc.cols);   \
+  const uint xd_base##u = xq_base##u + q8_scale_word(pc.cols, 0);
+#define TOKEN_LOAD(u)                                          \
+  MvAct a##u;                                                  \
+  vec4 xsum##u = vec4(0.0);                                    \
+  if (u < TOKENS) {                                            \
+    [[unroll]] for (uint j = 0; j < MV_NX; ++j) {              \
+      const uint g = mv_x4(s, j);                              \
+      a##u.q[j] = xq[xq_base##u + g];                          \
+      a##u.d[j] = uintBitsToFloat(xq[xd_base##u + (g >> 3)]);  \
+      a##u.s[j] = dotPacked4x8EXT(int(a##u.q[j]), 0x01010101); \
+    }                                                          \
+    xsum##u = mv_xsum(a##u);                                   \
+  }
+#else
+#define TOKEN_BASE(u) const uint x4_base##u = (pc.x_row0 + t0 + min(u, TOKENS - 1u)) * (pc.cols >> 2);
+#define TOKEN_LOAD(u)                                                                                     \
+  MvAct a##u;                                                                                             \
+  vec4 xsum##u = vec4(0.0);                                                                               \
+  if (u < TOKENS) {                                                                                       \
+    [[unroll]] for (uint j = 0; j < MV_NX; ++j) a##u.v[j] = mv_activation(x4_base##u, mv_x4(s, j), ss);  \
+    xsum##u = mv_xsum(a##u);                                                                              \
+  }
+#endif
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
-  const uint t = gl_WorkGroupID.y;
-#if defined(X_Q8)
-  const uint xq_base = q8_row_base(pc.x_row0 + t, pc.cols);
-  // The row's first scale, once: adding cols / 4 in every scale load's address instead cost 3 % of a 7B Q4_0 decode
-  // step on the H100 (tg128 309 -> 299 tok/s).
-  const uint xd_base = xq_base + q8_scale_word(pc.cols, 0);
-#else
-  const uint x4_base = (pc.x_row0 + t) * (pc.cols >> 2);
-#endif
+  const uint t0 = gl_WorkGroupID.y * TOKENS;
+  // Each token's first activation (and, for X_Q8, first scale) word, once: adding cols / 4 in every scale load's
+  // address instead cost 3 % of a 7B Q4_0 decode step on the H100 (tg128 309 -> 299 tok/s).
+  FOR_TOKENS(TOKEN_BASE)
   const uint slots = pc.cols >> MV_SLOT_SHIFT;
   const uint row_groups = (pc.rows + ROWS - 1) / ROWS;
   for (uint rg = gl_WorkGroupID.x; rg < row_groups; rg += gl_NumWorkGroups.x) {
     const uint row0 = rg * ROWS;
-    float acc0 = 0.0, acc1 = 0.0, acc2 = 0.0, acc3 = 0.0, acc4 = 0.0, acc5 = 0.0, acc6 = 0.0, acc7 = 0.0;
+    FOR_PAIRS(DECLARE_ACC)
     float ss = 0.0;
     for (uint s = tid; s < slots; s += wg) {
-      MvAct a;
-      [[unroll]] for (uint j = 0; j < MV_NX; ++j) {
-#if defined(X_Q8)
-        const uint g = mv_x4(s, j);
-        a.q[j] = xq[xq_base + g];
-        a.d[j] = uintBitsToFloat(xq[xd_base + (g >> 3)]);
-        a.s[j] = dotPacked4x8EXT(int(a.q[j]), 0x01010101);
-#else
-        a.v[j] = mv_activation(x4_base, mv_x4(s, j), ss);
-#endif
-      }
-      const vec4 xsum = mv_xsum(a);
+      FOR_TOKENS(TOKEN_LOAD)
       // Rows past the end (the last group) repeat the last row; their sums are not written.
-      ROW_DOT(0) ROW_DOT(1) ROW_DOT(2) ROW_DOT(3) ROW_DOT(4) ROW_DOT(5) ROW_DOT(6) ROW_DOT(7)
+      FOR_PAIRS(ROW_DOT)
     }
-    ROW_REDUCE(0) ROW_REDUCE(1) ROW_REDUCE(2) ROW_REDUCE(3) ROW_REDUCE(4) ROW_REDUCE(5) ROW_REDUCE(6) ROW_REDUCE(7)
+    FOR_PAIRS(ROW_REDUCE)
     if (INPUT == IN_RMSNORM) {
       const float v = subgroupAdd(ss);
       if (subgroupElect()) partial_ss[gl_SubgroupID] = v;
     }
     barrier();
-    if (tid < ROWS && row0 + tid < pc.rows) {
+    const uint r = tid / TOKENS, u = tid % TOKENS;
+    if (tid < ROWS * TOKENS && row0 + r < pc.rows) {
       float v = 0.0;
       for (uint i = 0; i < gl_NumSubgroups; ++i) v += partial[tid * MAX_SUBGROUPS + i];
       if (INPUT == IN_RMSNORM) {
@@ -397,7 +422,7 @@ void main() {
         for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
         v *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
       }
-      const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
+      const uint at = (t0 + u) * pc.out_stride + pc.out_row0 + row0 + r;
       y[at] = ACCUMULATE ? y[at] + v : v;
     }
     barrier();  // partial[] is reused by the next row group

@@ -133,7 +133,7 @@ int64_t Engine::bucket_for(int64_t n_tokens) const {
   return std::min(b, options_.max_batch);
 }
 
-PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits) {
+PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits, bool decode) {
   if (prepared_pages_ != kv_.capacity()) {
     // The pool grew: every plan addresses the old one. Drop them; the backend enlarges the pool buffers (contents
     // kept) when the next plan declares them larger.
@@ -141,7 +141,7 @@ PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits) {
     prepared_pages_ = kv_.capacity();
   }
   const int64_t bucket = bucket_for(n_tokens);
-  const auto key = std::make_pair(bucket, all_logits);
+  const PlanKey key{bucket, all_logits, decode && bucket > 1};
   auto it = plans_.find(key);
   if (it != plans_.end()) {
     it->second.last_use = ++plan_clock_;
@@ -161,6 +161,7 @@ PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits) {
   shape.kv.n_pages = kv_.capacity();
   shape.kv.pages_per_seq = kv_.pages_for(ctx_);
   shape.kv.type = options_.kv_type;
+  shape.decode = std::get<2>(key);
   const Plan plan = build_plan(config_, weights_, shape);
   CachedPlan& slot = plans_[key];
   slot.plan = backend_->prepare(plan);
@@ -344,8 +345,9 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
 
 void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits) {
   int64_t n = 0;
-  for (const Run& r : runs) n += r.count;
-  PreparedPlan& prepared = plan_for(n, all_logits);
+  bool decode = true;
+  for (const Run& r : runs) n += r.count, decode = decode && r.count == 1;
+  PreparedPlan& prepared = plan_for(n, all_logits, decode);
   const Plan& plan = prepared.plan();
   const PlanShape& shape = plan.shape;
   const int64_t bucket = shape.n_tokens, pps = shape.kv.pages_per_seq;

@@ -24,6 +24,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -196,7 +197,8 @@ public:
 
   // The plan for steps of a bucket (n_tokens rounded up to one; built and prepared on first use); for tools that
   // inspect or profile plans.
-  PreparedPlan& plan_for(int64_t n_tokens, bool all_logits);
+  // decode: every token of the step is its sequence's only one (PlanShape::decode, a kernel-choice hint).
+  PreparedPlan& plan_for(int64_t n_tokens, bool all_logits, bool decode = false);
   // Every plan prepared now (profiles sum their per-op times).
   std::vector<PreparedPlan*> prepared_plans();
   // The step-size bucket n tokens run in: the next power of two, at most max_batch.
@@ -254,7 +256,8 @@ private:
     std::unique_ptr<PreparedPlan> plan;
     uint64_t last_use = 0;
   };
-  std::map<std::pair<int64_t, bool>, CachedPlan> plans_;  // by (bucket, all_logits)
+  using PlanKey = std::tuple<int64_t, bool, bool>;  // bucket, all_logits, decode
+  std::map<PlanKey, CachedPlan> plans_;
   uint64_t plan_clock_ = 0;
   Timings timings_;
   Trace* trace_ = nullptr;

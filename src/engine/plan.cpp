@@ -175,7 +175,7 @@ Plan build_plan(const model::ModelConfig& c, const ModelWeights& w, const PlanSh
     out.op("v_cache", KvWriteOp{v, v_cache, kv_rows, n, v_dim, cache_rows});
     out.op("attn", AttentionOp{q, k_cache, v_cache, plan.positions, seq, pages, att, n, c.n_heads, c.n_kv_heads,
                                c.head_dim, c.head_dim_v, shape.n_seqs, kv.page_size, kv.pages_per_seq, cache_rows,
-                               attn_scale});
+                               attn_scale, shape.decode});
     out.op("attn_output", MatMulOp{att, xb, L.wo, n, att_dim, c.dim});
     out.op("attn_residual", AddOp{x, xb, n * c.dim});
 

@@ -166,6 +166,9 @@ struct AttentionOp {
   int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
   int64_t n_seqs, page_size, pages_per_seq, cache_rows;
   float scale;         // 1 / sqrt(head_dim)
+  // A hint from PlanShape::decode: every token is its sequence's only one in the step (a batched decode step). The
+  // result is the same either way; backends use it to pick per-row split-K kernels over tiles of queries.
+  bool one_query_per_seq = false;
 };
 
 // out[r, :] = in[rows[r], :] for r < n_rows: the rows whose logits a step returns (the last token of each sequence
@@ -218,6 +221,7 @@ struct PlanShape {
   int64_t n_seqs = 1;        // page-table rows: sequences per step at most (a padding row included)
   int64_t n_logit_rows = 1;  // logit rows returned; == n_tokens: every token's, in token order (no gather)
   KvLayout kv;
+  bool decode = false;       // steps of one token per sequence (AttentionOp::one_query_per_seq); a hint only
 
   // One sequence of up to ctx positions, pages 1..pages_per_seq (single_sequence_step): verify mode, op tests, tools.
   static PlanShape single(int64_t n_tokens, int64_t ctx, bool all_logits, ElemType kv_type = ElemType::F16);

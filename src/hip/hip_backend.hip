@@ -158,7 +158,8 @@ bool HipBackend::use_gemm(WType type, int64_t n_tokens) const {
 }
 
 bool HipBackend::use_flash_attention(const AttentionArgs& a) const {
-  return f16_attention_ && a.n_tokens >= kPrefillAttentionMinTokens && attention_prefill_supported(ctx_, a);
+  return f16_attention_ && a.n_tokens >= kPrefillAttentionMinTokens && !a.one_query_per_seq &&
+         attention_prefill_supported(ctx_, a);
 }
 
 const float* HipBackend::vector_weight(WeightId id) const {
@@ -256,6 +257,7 @@ AttentionArgs attention_args(const HipPlan& plan, const AttentionOp& o) {
   a.page_table = plan.i32(o.page_table);
   a.out = plan.f32(o.out);
   a.n_tokens = o.n_tokens;
+  a.one_query_per_seq = o.one_query_per_seq;
   a.n_heads = o.n_heads;
   a.n_kv_heads = o.n_kv_heads;
   a.head_dim = o.head_dim;

@@ -73,6 +73,7 @@ struct AttentionArgs {
   int64_t n_seqs, page_size, pages_per_seq, cache_rows;
   float scale;
   KvType cache;
+  bool one_query_per_seq = false;  // a batched decode step (AttentionOp's hint): split-K per row, not query tiles
   // The longest key range a token can have: every split-K grid is sized by it (a plan constant, so captured graphs
   // stay valid whatever the step's positions).
   GRETA_HD int64_t max_len() const { return page_size * pages_per_seq; }

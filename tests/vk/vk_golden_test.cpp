@@ -111,9 +111,11 @@ TEST_CASE("vk batched steps equal each sequence run alone") {
     const auto seqs = test::run_batch_scenario(batched);
     CHECK(batched.kv_cache().used_pages() == 0);
     Engine alone = Engine::open(path, vk::create_vk_backend(options), {.ctx = 128, .max_batch = 128});
-    // f16-operand matmuls (cooperative matrices) in steps of more than 4 tokens; else f32 kernels whose summation
-    // orders differ between step shapes (~1e-9 after the layers). A sequence mixed up with another: NMSE ~1.
-    const double limit = vk::uses_cooperative_matrix(alone.backend()) ? 1e-5 : 1e-7;
+    // f16-operand matmuls (cooperative matrices) in steps of more than 16 tokens; else f32 kernels whose summation
+    // orders differ between step shapes, and one-token steps fuse the rmsnorm into the matvec where batched ones of
+    // 5..16 tokens normalize first (up to ~1.2e-7 after the layers of stories260K). A sequence mixed up with another
+    // or a wrong position: NMSE ~1.
+    const double limit = vk::uses_cooperative_matrix(alone.backend()) ? 1e-5 : 1e-6;
     for (size_t k = 0; k < seqs.size(); ++k) {
       CAPTURE(k);
       alone.reset();

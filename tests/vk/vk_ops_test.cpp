@@ -101,7 +101,7 @@ TEST_CASE("vk matmul: every weight type, decode and prefill shapes, every kernel
   for (GgmlType type : test::k_all_weight_types) {
     const std::string type_name = model::type_name(type);
     for (int64_t cols : test::matmul_row_lengths(type))
-      for (int64_t n : {int64_t(1), int64_t(5), int64_t(67)})
+      for (int64_t n : {int64_t(1), int64_t(5), int64_t(12), int64_t(67)})  // 12: 4 tokens per matvec workgroup
         for (vk::MatmulKernel kernel : kernels)
           for (bool q8 : {true, false}) {
             if (!q8 && kernel == vk::MatmulKernel::tiled) continue;  // q8 only changes the matvecs
@@ -127,7 +127,7 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
   for (GgmlType type : test::k_all_weight_types) {
     if (model::traits(type).block_elems == 1) continue;  // f32/f16/bf16 keep f32 activations
     for (int64_t cols : test::matmul_row_lengths(type))
-      for (int64_t n : {int64_t(1), int64_t(3)}) {
+      for (int64_t n : {int64_t(1), int64_t(6), int64_t(8)}) {  // 2 and 8 tokens per workgroup
         const std::string type_name = model::type_name(type);
         CAPTURE(type_name);
         CAPTURE(cols);
@@ -184,7 +184,7 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
         CHECK_MESSAGE(e <= 1e-6, "NMSE against the emulated int8 path ", e);
       }
   }
-  CHECK(q8_cases == 40);
+  CHECK(q8_cases == 60);
 }
 
 TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {

@@ -1,7 +1,8 @@
 // Attention in flash-attention form (online softmax, no [n x n] scores in memory):
-//   prefill (>= 16 tokens), head dim a multiple of 16 up to 128, device with f16 cooperative matrices, and the
-//   model not an F32 one: attention_coopmat (16 queries x 32 keys per step on matrix cores; f16 Q, K, P, V)
-//   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout; for decode (<= 4 tokens) the
+//   prefill (>= 16 tokens, not a batched decode step), head dim a multiple of 16 up to 128, device with f16
+//   cooperative matrices, and the model not an F32 one: attention_coopmat (16 queries x 32 keys per step on matrix cores; f16 Q, K, P, V)
+//   otherwise: attention_f32, one workgroup per (token, query head), f32 throughout; for decode (<= 4 tokens, or a
+//   batched decode step of one token per sequence: AttentionOp::one_query_per_seq) the
 //   keys are also split over workgroups (at most 64 splits of >= 64 keys, over a sequence's whole context since the
 //   lengths are only known on the device) and attention_combine merges the partial results; attention_decode (head
 //   dims that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as
@@ -62,7 +63,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
                    out = e.buffer(op.out), seq = e.buffer(op.seq), pages = e.buffer(op.page_table);
   // attention_coopmat stages 32-key blocks that must lie on one page; attention_decode scores 4 keys on one page.
-  const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && op.head_dim == op.head_dim_v && op.page_size % 32 == 0 &&
+  const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && !op.one_query_per_seq && op.head_dim == op.head_dim_v && op.page_size % 32 == 0 &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
                        e.info().max_shared_memory >= coopmat_attention_shared_bytes(1) &&
                        e.info().subgroup_size >= 32 && e.info().compute_full_subgroups &&
@@ -94,7 +95,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   const int64_t min_split = (ctx + 63) / 64;  // at most 64 splits
   const int64_t split_keys = std::max<int64_t>(kLocal, (min_split + kLocal - 1) / kLocal * kLocal);
   const int64_t n_splits = (ctx + split_keys - 1) / split_keys;
-  if (op.n_tokens > 4 || n_splits < 2 || n_splits > e.info().max_workgroup_count[1]) {
+  // Split-K (and the decode kernel) for decode steps: a few tokens of one sequence, or one token of each of many
+  // (a batched decode step: each row's keys are its own sequence's, so a tile of queries would share nothing).
+  if ((op.n_tokens > 4 && !op.one_query_per_seq) || n_splits < 2 || n_splits > e.info().max_workgroup_count[1]) {
     // `out` stands in for the partials
     e.dispatch(p, {q, k, v, pos, out, out, seq, pages}, as_push(push), {groups, 1, 1});
     e.note_variant(f32_name);

@@ -26,8 +26,8 @@ namespace greta::vk {
 
 namespace {
 
-// Up to this many tokens the matvec kernel (weights read once per token) beats staging tiles.
-constexpr int64_t kMatvecMaxTokens = 4;
+// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles.
+constexpr int64_t kMatvecMaxTokens = 16;
 
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2 };  // matvec*.comp's INPUT
 
@@ -100,6 +100,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       fail("GRETA_VK_MATVEC=", v, ": expected WGxROWS, WG a multiple of the subgroup size (<= 1024), ROWS 1..8");
     local = wg, rows_per_group = rows;
   }
+  // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
+  // largest power of two up to 8 that divides the step (buckets are powers of two), rows cut so rows x tokens <= 8;
+  // fused f32 inputs (rmsnorm, swiglu) keep one token per workgroup.
+  uint32_t tokens_per_group = 1;
+  if ((q8 || block) && input == kInPlain)
+    while (tokens_per_group < 8 && op.n_tokens % (2 * tokens_per_group) == 0) tokens_per_group *= 2;
+  rows_per_group = std::max<uint32_t>(1, std::min(rows_per_group, 8 / tokens_per_group));
   const BufferSpan out = e.buffer(op.out);
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const struct {
@@ -108,11 +115,14 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
            to_u32(op.out_features, "out features"), x_row0, eps};
-    const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
+    const auto& p = q8 || block ? e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
+                                                  {4, tokens_per_group}})
+                                : e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
-               {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens"), 1});
+               {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
   }
+  if (tokens_per_group > 1) e.note_variant(cat(tokens_per_group, " tokens per workgroup"));
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
   if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
   if (fused_input == kInSwiglu) e.note_variant("fused swiglu input");
