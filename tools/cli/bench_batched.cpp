@@ -4,7 +4,10 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "engine/engine.h"
@@ -20,6 +23,8 @@ using Clock = std::chrono::steady_clock;
 struct BatchedRow {
   int64_t npp, ntg, b;
   double t_pp = 0, t_tg = 0;
+  std::map<std::string, double> op_seconds;  // --profile: device time per op kind over the decode steps
+  double device_tg = 0;                       // --profile: device-busy seconds of the decode steps
   int64_t n_kv() const { return b * (npp + ntg); }
   double s_pp() const { return t_pp > 0 ? double(b * npp) / t_pp : 0; }
   double s_tg() const { return t_tg > 0 ? double(b * ntg) / t_tg : 0; }
@@ -27,9 +32,9 @@ struct BatchedRow {
 };
 
 // One measurement: B fresh sequences, one step with every prompt (the engine splits it into passes), then ntg
-// decode steps of B tokens. Returns the two times.
-BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engine::Rng& rng) {
-  BatchedRow row{npp, ntg, b};
+// decode steps of B tokens. Returns the two times (and with `profile`, the decode steps' device time per op kind).
+BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engine::Rng& rng, bool profile) {
+  BatchedRow row{.npp = npp, .ntg = ntg, .b = b};
   std::vector<engine::SeqId> seqs;
   auto prompts = std::vector<std::vector<engine::TokenId>>(static_cast<size_t>(b));
   for (auto& p : prompts) {
@@ -46,6 +51,8 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
   if (npp > 0) e.step(entries);
   row.t_pp = std::chrono::duration<double>(Clock::now() - start).count();
   auto next = std::vector<engine::TokenId>(static_cast<size_t>(b));
+  if (profile) clear_op_seconds(e);
+  const double device_before = e.timings().device_s;
   start = Clock::now();
   for (int64_t s = 0; s < ntg; ++s) {
     for (int64_t i = 0; i < b; ++i) {
@@ -55,6 +62,7 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
     e.step(entries);
   }
   row.t_tg = std::chrono::duration<double>(Clock::now() - start).count();
+  if (profile) row.op_seconds = collect_op_seconds(e), row.device_tg = e.timings().device_s - device_before;
   for (engine::SeqId s : seqs) e.release_sequence(s);
   return row;
 }
@@ -76,8 +84,8 @@ int run_batched_bench(const Args& args) {
   if (batch < 1 || batch > 65536) fail("-b ", batch, ": must be 1..65536");
   const std::string output = args.get("output", "md");
   if (output != "md" && output != "csv" && output != "json") fail("-o ", output, ": choose md, csv or json");
-  if (args.has("profile") || args.has("trace") || args.has("n-depth"))
-    fail("--batched does not take --profile, --trace or -d");
+  if (args.has("trace") || args.has("n-depth")) fail("--batched does not take --trace or -d");
+  const bool profile = args.has("profile");
   int64_t ctx = 0, kv = 0;
   for (int64_t p : npps)
     for (int64_t g : ntgs) {
@@ -96,14 +104,15 @@ int run_batched_bench(const Args& args) {
     fail("--npl ", max_b, " sequences of ", ctx, " positions need ", kv, " KV positions; the KV budget holds ",
          e.kv_positions_available());
   e.reserve_kv(kv);  // the pool at its final size before anything is timed
+  e.backend().set_profiling(profile);
   engine::Rng rng(1234);
   std::vector<BatchedRow> rows;
   for (int64_t p : npps)
     for (int64_t g : ntgs)
       for (int64_t b : npls) {
         // Warm-up with the measured shapes (the plans of every bucket prepared, clocks up) and a few decode steps.
-        measure(e, p, std::min<int64_t>(g, 4), b, rng);
-        rows.push_back(measure(e, p, g, b, rng));
+        measure(e, p, std::min<int64_t>(g, 4), b, rng, false);
+        rows.push_back(measure(e, p, g, b, rng, profile));
         if (output == "md" && rows.size() == 1) {
           std::printf("model %s | %s | KV %s | max batch %lld\n\n", std::filesystem::path(path).stem().c_str(),
                       e.backend().name().c_str(), engine::elem_type_name(e.options().kv_type),
@@ -128,18 +137,37 @@ int run_batched_bench(const Args& args) {
                   engine::elem_type_name(e.options().kv_type), (long long)r.npp, (long long)r.ntg, (long long)r.b,
                   (long long)r.n_kv(), r.t_pp, r.s_pp(), r.t_tg, r.s_tg(), r.t_pp + r.t_tg, r.s());
   } else if (output == "json") {
-    std::printf("[\n");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const BatchedRow& r = rows[i];
-      std::printf("  {\"model\":%s,\"backend\":%s,\"device\":%s,\"kv_type\":\"%s\",\"pp\":%lld,\"tg\":%lld,\"b\":%lld,"
-                  "\"n_kv\":%lld,\"t_pp\":%.6f,\"s_pp\":%.3f,\"t_tg\":%.6f,\"s_tg\":%.3f,\"t\":%.6f,\"s\":%.3f}%s\n",
-                  engine::json_quote(std::filesystem::path(path).stem().string()).c_str(),
-                  engine::json_quote(e.backend().name()).c_str(), engine::json_quote(loaded.device).c_str(),
-                  engine::elem_type_name(e.options().kv_type), (long long)r.npp, (long long)r.ntg, (long long)r.b,
-                  (long long)r.n_kv(), r.t_pp, r.s_pp(), r.t_tg, r.s_tg(), r.t_pp + r.t_tg, r.s(),
-                  i + 1 < rows.size() ? "," : "");
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const BatchedRow& r : rows) {
+      nlohmann::ordered_json row = {{"model", std::filesystem::path(path).stem().string()},
+                                    {"backend", e.backend().name()},
+                                    {"device", loaded.device},
+                                    {"kv_type", engine::elem_type_name(e.options().kv_type)},
+                                    {"pp", r.npp}, {"tg", r.ntg}, {"b", r.b}, {"n_kv", r.n_kv()},
+                                    {"t_pp", r.t_pp}, {"s_pp", r.s_pp()}, {"t_tg", r.t_tg}, {"s_tg", r.s_tg()},
+                                    {"t", r.t_pp + r.t_tg}, {"s", r.s()}};
+      if (profile) row["tg_op_seconds"] = r.op_seconds, row["tg_device_fraction"] = r.t_tg > 0 ? r.device_tg / r.t_tg : 0;
+      out.push_back(std::move(row));
     }
-    std::printf("]\n");
+    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+  }
+  if (profile && output != "json") {
+    std::FILE* f = output == "md" ? stdout : stderr;
+    for (const BatchedRow& r : rows) {
+      double total = 0;
+      for (const auto& [kind, sec] : r.op_seconds) total += sec;
+      std::vector<std::pair<std::string, double>> kinds(r.op_seconds.begin(), r.op_seconds.end());
+      std::sort(kinds.begin(), kinds.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      const double steps = double(std::max<int64_t>(r.ntg, 1));
+      std::fprintf(f, "\nprofile of the decode steps, B = %lld (backend profiling on): device busy %s%% of the wall "
+                      "time, %s ms per step on the device\n\n| op | ms per step | share |\n|---|---:|---:|\n",
+                   static_cast<long long>(r.b), fixed(r.t_tg > 0 ? 100 * r.device_tg / r.t_tg : 0, 1).c_str(),
+                   fixed(1e3 * r.device_tg / steps, 3).c_str());
+      for (const auto& [kind, sec] : kinds)
+        if (sec > 0)  // fused ops run inside others
+          std::fprintf(f, "| %s | %s | %s%% |\n", kind.c_str(), fixed(1e3 * sec / steps, 3).c_str(),
+                     fixed(total > 0 ? 100 * sec / total : 0, 1).c_str());
+    }
   }
   return 0;
 }

@@ -35,7 +35,8 @@ constexpr OptionSpec k_bench_options[] = {
     {"ntg", nullptr, true, "--batched: generated tokens per sequence, comma separated (default 128)"},
     {"npl", nullptr, true, "--batched: sequences, comma separated (default 1,4,16,64)"},
     {"output", "o", true, "md | csv | json (default md)"},
-    {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on)"},
+    {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on; with --batched, of "
+                                "the decode steps)"},
     TraceRequest::option,
     {"help", "h", false, "show this help"},
 };
@@ -205,7 +206,7 @@ public:
     start_context();
     if (decode) engine_.decode(tokens[0]);
     else engine_.prefill(tokens);
-    clear_op_seconds();
+    clear_op_seconds(engine_);
     const double device_before = engine_.timings().device_s;
     double wall = 0;
     for (int64_t rep = 0; rep < repetitions; ++rep) {
@@ -221,7 +222,7 @@ public:
       wall += seconds;
     }
     if (profile_) {
-      collect_op_seconds(r.op_seconds);
+      r.op_seconds = collect_op_seconds(engine_);
       r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
     }
     summarize(r);
@@ -235,17 +236,6 @@ private:
     for (auto& t : tokens) t = model::TokenId(rng.next() % uint64_t(engine_.vocab_size()));
     return tokens;
   }
-  // Per-op times accumulate in every plan the engine keeps prepared (one per step-size bucket).
-  void clear_op_seconds() {
-    for (engine::PreparedPlan* plan : engine_.prepared_plans())
-      std::fill(plan->mutable_op_seconds().begin(), plan->mutable_op_seconds().end(), 0.0);
-  }
-  void collect_op_seconds(std::map<std::string, double>& out) {
-    for (engine::PreparedPlan* plan : engine_.prepared_plans())
-      for (size_t i = 0; i < plan->plan().ops.size(); ++i)
-        out[engine::op_kind_name(plan->plan().ops[i].kind())] += plan->op_seconds()[i];
-  }
-
   engine::Engine& engine_;
   bool profile_;
 };

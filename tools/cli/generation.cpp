@@ -176,6 +176,19 @@ LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const en
   return loaded;
 }
 
+void clear_op_seconds(engine::Engine& engine) {
+  for (engine::PreparedPlan* plan : engine.prepared_plans())
+    std::fill(plan->mutable_op_seconds().begin(), plan->mutable_op_seconds().end(), 0.0);
+}
+
+std::map<std::string, double> collect_op_seconds(engine::Engine& engine) {
+  std::map<std::string, double> out;
+  for (engine::PreparedPlan* plan : engine.prepared_plans())
+    for (size_t i = 0; i < plan->plan().ops.size(); ++i)
+      out[engine::op_kind_name(plan->plan().ops[i].kind())] += plan->op_seconds()[i];
+  return out;
+}
+
 std::string format_rate(double tokens_per_s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f", tokens_per_s);

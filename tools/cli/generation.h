@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,6 +75,11 @@ private:
   std::string path_;
   engine::Trace trace_;
 };
+
+// Backend profiling (bench --profile): per-op device times accumulate in every plan the engine keeps prepared (one
+// per step-size bucket). clear_op_seconds zeroes them; collect_op_seconds sums them per op kind ("matmul", ...).
+void clear_op_seconds(engine::Engine& engine);
+std::map<std::string, double> collect_op_seconds(engine::Engine& engine);
 
 // "12.3 ms"-style helpers for summaries.
 std::string format_rate(double tokens_per_s);

@@ -168,7 +168,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
 
   MatmulKernel kernel = e.matmul_kernel();
-  // Decode (up to 4 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
+  // Decode (up to 8 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
   if (matmul_uses_matvec(kernel, op)) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   const bool coopmat_ok = coopmat_matmul_usable(e.info(), e.features(), w.type);
   if (const auto& forced = e.matmul_tuning().forced)  // greta-vk tune's candidates: the kernel comes with the tile

@@ -26,8 +26,10 @@ namespace greta::vk {
 
 namespace {
 
-// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles.
-constexpr int64_t kMatvecMaxTokens = 16;
+// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles: on
+// the H200, 8B Q4_K_M batched decode at 8 sequences 470 tokens/s with the matvecs vs 349 with the cooperative-matrix
+// GEMM, at 16 sequences 513 vs 667 (docs/benchmarks.md).
+constexpr int64_t kMatvecMaxTokens = 8;
 
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2 };  // matvec*.comp's INPUT
 
