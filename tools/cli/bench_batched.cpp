@@ -21,7 +21,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct BatchedRow {
-  int64_t npp, ntg, b;
+  int64_t npp = 0, ntg = 0, b = 0;
   double t_pp = 0, t_tg = 0;
   std::map<std::string, double> op_seconds;  // --profile: device time per op kind over the decode steps
   double device_tg = 0;                       // --profile: device-busy seconds of the decode steps
@@ -34,7 +34,8 @@ struct BatchedRow {
 // One measurement: B fresh sequences, one step with every prompt (the engine splits it into passes), then ntg
 // decode steps of B tokens. Returns the two times (and with `profile`, the decode steps' device time per op kind).
 BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engine::Rng& rng, bool profile) {
-  BatchedRow row{.npp = npp, .ntg = ntg, .b = b};
+  BatchedRow row;
+  row.npp = npp, row.ntg = ntg, row.b = b;
   std::vector<engine::SeqId> seqs;
   auto prompts = std::vector<std::vector<engine::TokenId>>(static_cast<size_t>(b));
   for (auto& p : prompts) {
