@@ -109,9 +109,15 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                              op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&
                              e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0] &&
                              op.page_size % 4 == 0;
-  // Its splits: at most 64, of at least 32 keys (a multiple of the 16 keys its 4 subgroups score per step), so a
-  // 32-head model at context 128 still gets 128 workgroups.
-  const int64_t decode_split = std::max<int64_t>(32, (min_split + 15) / 16 * 16);
+  // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
+  // compute-unit count), at most 64 splits, of at least 32 keys (a multiple of the 16 keys its 4 subgroups score per
+  // step), so a 32-head model at context 128 still gets 128 workgroups. A batched decode step has many rows already:
+  // 64 sequences x 32 heads run unsplit (on the H200, 8B at 64 sequences of ~600 positions: 14.6 ms of attention
+  // per step in splits of 32 keys, each workgroup doing little more than its setup and the merge).
+  constexpr int64_t kDecodeTargetGroups = 1024;
+  const int64_t wanted_splits = std::clamp<int64_t>((kDecodeTargetGroups + rows - 1) / rows, 1, 64);
+  const int64_t per_split = std::max(min_split, (ctx + wanted_splits - 1) / wanted_splits);
+  const int64_t decode_split = std::max<int64_t>(32, (per_split + 15) / 16 * 16);
   const int64_t keys_per_split = decode_kernel ? decode_split : split_keys;
   const int64_t splits = (ctx + keys_per_split - 1) / keys_per_split;
   Push split = push;

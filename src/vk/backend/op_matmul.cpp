@@ -92,7 +92,9 @@ ChosenTile choose_tile(const OpEncoder& e, GemmKernel kernel, model::GgmlType ty
     const MatmulShapeClass shape{kernel, type, token_bucket(op.n_tokens), op.out_features, op.in_features};
     if (const auto it = tuning.tuned->find(shape); it != tuning.tuned->end()) return {it->second.tile, "tuned"};
   }
-  return {default_tile(kernel), "default"};
+  // A small step's tile where this device can run it (not every subgroup size and shared-memory size can).
+  const MatmulTile small = default_tile(kernel, op.n_tokens);
+  return {matmul_tile_valid(kernel, small, e.info()) ? small : default_tile(kernel), "default"};
 }
 
 struct MatmulPush {

@@ -148,7 +148,8 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
   for (float& v : x) v = dist(rng);
 
   const double limit = shape.kernel == GemmKernel::coopmat ? kF16OperandsNmse : kTiledNmse;
-  const MatmulTile dflt = default_tile(shape.kernel);
+  const MatmulTile small = default_tile(shape.kernel, m);
+  const MatmulTile dflt = matmul_config_valid(backend, {shape.kernel, small}) ? small : default_tile(shape.kernel);
   std::vector<float> reference;  // the default's output (or the first valid candidate's when it is not valid)
   double best_us = INFINITY;
   for (const MatmulTile& tile : tile_candidates(shape.kernel)) {

@@ -43,7 +43,8 @@ constexpr MatmulTile k_coopmat_candidates[] = {
     {64, 128, 2, 4, 32},     {64, 128, 2, 2, 32},  {128, 64, 2, 2, 32},  {128, 128, 4, 2, 32},
     {128, 128, 2, 4, 32},    {128, 128, 4, 4, 32}, {128, 128, 2, 2, 16}, {256, 128, 4, 2, 16},
     {128, 256, 2, 4, 16},    {256, 64, 4, 2, 16},  {64, 64, 2, 2, 64},   {128, 64, 4, 2, 16},
-    {256, 128, 4, 4, 16},    {128, 128, 2, 4, 32, 2}, {128, 128, 2, 2, 32, 2},
+    {256, 128, 4, 4, 16},    {128, 128, 2, 4, 32, 2}, {128, 128, 2, 2, 32, 2}, {32, 64, 2, 2, 64, 2},
+    {64, 128, 2, 4, 64, 2},  {16, 64, 1, 4, 64, 2},
 };
 constexpr MatmulTile k_tiled_candidates[] = {
     {64, 64, 0, 0, 16},  {64, 64, 0, 0, 8},   {64, 64, 0, 0, 32},  {32, 32, 0, 0, 16},
@@ -126,8 +127,9 @@ std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-MatmulTile default_tile(GemmKernel kernel) {
-  return kernel == GemmKernel::tiled ? kDefaultTiledTile : kDefaultCoopmatTile;
+MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens) {
+  if (kernel == GemmKernel::tiled) return kDefaultTiledTile;
+  return n_tokens <= 32 ? kCoopmatTile32Tokens : n_tokens <= 64 ? kCoopmatTile64Tokens : kDefaultCoopmatTile;
 }
 
 std::string tile_name(GemmKernel kernel, const MatmulTile& t) {
