@@ -55,3 +55,7 @@ find_package(Threads REQUIRED)
 # pkg-config flags carry those defines, which must match the library's for the classes to have the same layout.
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 find_package(nlohmann_json 3.10 REQUIRED)
+
+# --- libedit (BSD editline): line editing and history for `greta-vk chat` on a terminal. BSD-licensed, in every
+# distribution, with a readline-compatible API; GNU readline's GPL would bind the binary.
+pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)

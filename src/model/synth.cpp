@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <exception>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -114,6 +115,21 @@ void validate(const SynthOptions& o) {
   if (!(o.rope_base >= 0) || !std::isfinite(o.rope_base)) fail("bad rope base ", o.rope_base);
 }
 
+// Refuses a file too large for any purpose or for the disk, before writing a byte of it: a shape mistyped by a few
+// digits would otherwise write for hours and then fill the disk.
+void check_room_for(const std::string& out_path, uint64_t file_bytes) {
+  if (file_bytes > kMaxSynthFileBytes)
+    fail("the model would be ", format_bytes(double(file_bytes)), ", more than the ",
+         format_bytes(double(kMaxSynthFileBytes)), " synth writes at most (check the shape)");
+  std::error_code error;
+  std::filesystem::path dir = std::filesystem::absolute(out_path, error).parent_path();
+  const std::filesystem::space_info space = std::filesystem::space(dir, error);
+  if (error) return;  // no such directory: creating the file reports it
+  if (file_bytes > space.available)
+    fail("the model would be ", format_bytes(double(file_bytes)), " and ", dir.string(), " has ",
+         format_bytes(double(space.available)), " free");
+}
+
 }  // namespace
 
 void parse_synth_type(const std::string& name, SynthOptions& o) {
@@ -216,6 +232,10 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   }
 
   // ---- stream the data: per tensor, chunks of rows generated + quantized in parallel ----
+  check_room_for(out_path, w.file_size());
+  auto stop_if_asked = [&] {
+    if (o.should_stop && o.should_stop()) fail("stopped before the end");
+  };
   const int n_threads = o.threads > 0 ? o.threads : std::max(1u, std::thread::hardware_concurrency());
   GgufStreamWriter out(out_path, w);
   std::vector<uint8_t> chunk;
@@ -235,6 +255,7 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
         try {
           std::vector<float> row(row_len);
           for (uint64_t r = first; r < last; ++r) {
+            stop_if_asked();
             fill_row(t.init, o.seed, ti, r0 + r, row.data(), row_len);
             quantize_row(t.type, row.data(), chunk.data() + r * rb, row_len);
           }

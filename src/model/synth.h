@@ -34,7 +34,14 @@ struct SynthOptions {
   std::string name;            // general.name; empty: "synth-ARCH-dDIM"
   int threads = 0;             // 0: all hardware threads
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;  // optional, called between chunks
+  // Optional, asked between rows (from the generator threads too): true stops the run, removes the partial file and
+  // throws greta::Error. A Ctrl-C in `greta-vk synth` comes this way.
+  std::function<bool()> should_stop;
 };
+
+// The largest file synthesize_model writes: above the largest published models in 16 bits (about 1.3 TB), so a shape
+// beyond it is a mistake (a dimension typed with extra digits) rather than a benchmark.
+constexpr uint64_t kMaxSynthFileBytes = uint64_t(2) << 40;
 
 struct SynthSummary {
   uint64_t file_bytes = 0;
@@ -46,7 +53,9 @@ struct SynthSummary {
 // Parses a --type name: any ggml type name GRETA can quantize ("q4_k", "Q8_0", "f16", ...) or "q4_k_m".
 void parse_synth_type(const std::string& name, SynthOptions& options);
 
-// Validates the options (throws greta::Error naming the bad one) and writes the model to `out_path`.
+// Validates the options (throws greta::Error naming the bad one), checks that the file is at most kMaxSynthFileBytes
+// and fits in the free space where it goes (before writing any of it), and writes the model to `out_path` (through
+// `out_path`.part, renamed at the end; removed on any error).
 SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& options);
 
 }  // namespace greta::model

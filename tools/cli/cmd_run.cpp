@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/batch.h"
 #include "generation.h"
+#include "interrupt.h"
 
 namespace greta::cli {
 
@@ -188,26 +189,34 @@ int cmd_run(int argc, char** argv) {
   check_fits(n_ctx);
   trace.attach(engine);
 
+  // Ctrl-C / SIGTERM end the generation at the next token; the output so far and the summary are still printed.
+  // Installed after the load, so that a Ctrl-C while the model loads ends the program at once.
+  InterruptHandlers interrupts;
   greta::Utf8Stream utf8;
   auto stream = [&](engine::TokenId, std::string_view piece) {
     const std::string ready = utf8.push(piece);
-    if (!ready.empty()) {
+    if (!ready.empty() && !json) {
       std::fwrite(ready.data(), 1, ready.size(), stdout);
       std::fflush(stdout);
     }
-    return true;
+    return !interrupt_requested();
   };
   // -n 0 still evaluates (and times) the prompt; nothing is sampled.
-  engine::GenerateResult result =
-      engine.generate(prompt, engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling,
-                                                      .stop = args.get_all("stop")},
-                      json ? engine::TokenCallback{} : engine::TokenCallback(stream));
+  engine::GenerateResult result = engine.generate(
+      prompt, engine::GenerateOptions{.max_tokens = n_predict, .sampling = sampling, .stop = args.get_all("stop")},
+      stream);
   result.timings.load_s = loaded.load_s;
+  const int signal = result.stop == engine::StopReason::Callback ? interrupts.take() : 0;
   trace.write();
 
   if (json) {
     // GenerateResult's object, with the model, the backend and the prompt in front.
-    const std::string body = result.to_json();
+    std::string body = result.to_json();
+    // The engine's name for a stop its callback asked for is "callback"; here that is always an interrupt. (Inside
+    // the JSON text quotes are escaped, so the unescaped key-value pair can only be the stop field.)
+    const std::string callback_stop = "\"stop\":\"callback\"";
+    if (const size_t at = body.find(callback_stop); signal && at != std::string::npos)
+      body.replace(at, callback_stop.size(), "\"stop\":\"interrupted\"");
     std::printf("{\"model\":%s,\"backend\":%s,\"device\":%s,\"seed\":%llu,\"prompt\":%s,\"prompt_tokens\":[%s],%s\n",
                 engine::json_quote(path).c_str(), engine::json_quote(engine.backend().name()).c_str(),
                 engine::json_quote(loaded.device).c_str(), static_cast<unsigned long long>(sampling.seed),
@@ -220,17 +229,18 @@ int cmd_run(int argc, char** argv) {
   std::fflush(stdout);
 
   const engine::Timings& t = result.timings;
+  const char* stop = signal ? "interrupted" : engine::stop_reason_name(result.stop);
   std::fprintf(stderr,
                "\n%s | prompt %lld %s | prefill %s tokens/s | decode %s tokens/s (%lld %s) | load %.0f ms | seed %llu | "
                "stop: %s\n",
                engine.backend().name().c_str(), static_cast<long long>(n_prompt), n_prompt == 1 ? "token" : "tokens",
                format_rate(t.prefill_tokens_per_s()).c_str(), format_rate(t.decode_tokens_per_s()).c_str(),
                static_cast<long long>(t.decode_tokens), t.decode_tokens == 1 ? "token" : "tokens", t.load_s * 1e3,
-               static_cast<unsigned long long>(sampling.seed), engine::stop_reason_name(result.stop));
+               static_cast<unsigned long long>(sampling.seed), stop);
   if (result.stop == engine::StopReason::ContextFull)
     std::fprintf(stderr, "context full: generation stopped at the context size of %lld tokens (use a larger --ctx)\n",
                  static_cast<long long>(n_ctx));
-  return 0;
+  return signal ? interrupted_exit_code(signal) : 0;
 }
 
 }  // namespace greta::cli

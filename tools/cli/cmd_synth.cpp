@@ -6,6 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "interrupt.h"
 #include "model/synth.h"
 
 namespace greta::cli {
@@ -76,8 +77,21 @@ int cmd_synth(int argc, char** argv) {
     };
 
   const auto& out = args.positional()[0];
+  // Ctrl-C or SIGTERM stops the writers at the next row; the partial file (OUT.part) is removed as the error unwinds.
+  InterruptHandlers interrupts;
+  o.should_stop = [] { return interrupt_requested(); };
   auto t0 = std::chrono::steady_clock::now();
-  model::SynthSummary s = model::synthesize_model(out, o);
+  model::SynthSummary s;
+  try {
+    s = model::synthesize_model(out, o);
+  } catch (const greta::Error&) {
+    if (last_percent >= 0) std::fputc('\n', stderr);
+    const int signal = interrupts.take();
+    if (signal == 0) throw;
+    std::fprintf(stderr, "greta-vk synth: interrupted (%s): %s not written, its partial file %s.part removed\n",
+                 signal == SIGINT ? "SIGINT" : "SIGTERM", out.c_str(), out.c_str());
+    return interrupted_exit_code(signal);
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!quiet) std::fprintf(stderr, "\r");
   std::printf("wrote %s: %s %s, %" PRIu64 " parameters, vocab %" PRId64 ", %s in %.1f s (%s/s)\n", out.c_str(),
