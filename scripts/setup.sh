@@ -90,6 +90,17 @@ if [ -f "$ROOT/scripts/setup_hip.sh" ] && [ -z "${GRETA_NO_HIP:-}" ]; then
   DEPS="$DEPS" DISTRO="$DISTRO" bash "$ROOT/scripts/setup_hip.sh"
 fi
 
+# ---- 3b. the server tests' Node packages (OpenAI's SDK, pinned in tests/server/package-lock.json) -------------------
+# npm ci only when the lock file changed since the last install (a copy of it is kept in node_modules).
+NODE_DIR="$ROOT/tests/server"
+if ! cmp -s "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.greta-installed-lock.json" 2>/dev/null; then
+  log "npm ci --prefix tests/server (the openai SDK for the server tests)"
+  npm ci --prefix "$NODE_DIR" --no-audit --no-fund --loglevel=error >/dev/null
+  cp "$NODE_DIR/package-lock.json" "$NODE_DIR/node_modules/.greta-installed-lock.json"
+else
+  log "server test Node packages present"
+fi
+
 # ---- 4. configure, build, run -------------------------------------------------------------------------------------
 log "configuring and building ($BUILD_TYPE) in build/"
 cmake -S "$ROOT" -B "$ROOT/build" -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" >/dev/null

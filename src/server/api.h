@@ -1,6 +1,6 @@
 // OpenAI's API as the server speaks it: request bodies parsed and checked into typed requests, and the response
 // objects built from what the engine produced. No I/O here (the HTTP side is server.cpp): this is the part the fuzz
-// target (tests/fuzz/fuzz_api_request.cpp) drives with arbitrary bytes.
+// target (tests/fuzz/api_request_fuzz.cpp) drives with arbitrary bytes.
 //
 // Checking: a body that is not a JSON object, a field of the wrong type, a value out of range, an empty or malformed
 // message list → ApiError 400 naming the field (OpenAI's error object: message, type, param, code). Unknown fields

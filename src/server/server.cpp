@@ -1,9 +1,14 @@
 #include "server/server.h"
 
+#include <dirent.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "core/error.h"
@@ -26,6 +31,35 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Shuts down every connection accepted on `port` that is still open (idle keep-alive connections, clients that stopped
+// reading). httplib 0.11's Server::stop() closes only the listening socket and then joins its workers, and a worker
+// waits out the keep-alive timeout (5 s) on an idle connection, or the write timeout on a stalled one, before it looks
+// at the server again: SIGTERM would take that much longer than --shutdown-timeout.
+void shutdown_connections(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return;
+  std::vector<int> fds;
+  while (const dirent* e = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(e->d_name, &end, 10);
+    if (end != e->d_name && *end == 0 && fd != dirfd(dir)) fds.push_back(int(fd));
+  }
+  closedir(dir);
+  for (int fd : fds) {
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage local{}, peer{};
+    socklen_t local_size = sizeof local, peer_size = sizeof peer;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)  // the listening socket has no peer
+      continue;
+    const int local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
+                           : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port)
+                                                         : -1;
+    if (local_port == port) ::shutdown(fd, SHUT_RDWR);
+  }
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -42,6 +76,7 @@ struct Server::Impl {
   std::atomic<bool> ready{false}, shutting_down{false};
   std::atomic<int64_t> open_responses{0};  // completion responses still being written
   std::atomic<uint64_t> serial{0};
+  int bound_port = 0;
   uint64_t id_salt = std::random_device{}();
 
   explicit Impl(ServerOptions o) : options(std::move(o)) {}
@@ -166,6 +201,7 @@ struct Server::Impl {
     }
     struct Progress {
       bool opened = false;
+      Clock::time_point last_write = Clock::now();
       std::deque<engine::RequestEvent> events;
       std::vector<std::string> chunks;
     };
@@ -175,7 +211,11 @@ struct Server::Impl {
     res.set_chunked_content_provider(
         stream ? "text/event-stream" : "application/json",
         [job, response, progress, stream](size_t, httplib::DataSink& sink) {
-          const auto send = [&](const std::string& text) { return sink.write(text.data(), text.size()); };
+          const auto send = [&](const std::string& text) {
+            if (!sink.write(text.data(), text.size())) return false;
+            progress->last_write = Clock::now();
+            return true;
+          };
           if (stream && !progress->opened) {
             progress->opened = true;
             for (const std::string& c : response->opening_chunks())
@@ -195,9 +235,11 @@ struct Server::Impl {
             sink.done();
             return true;
           }
-          // Nothing to send for a while: probe the client (an SSE comment, or JSON's leading whitespace), so a
-          // client that went away is noticed and its sequences freed.
-          if (progress->events.empty() && !send(stream ? ": keep-alive\n\n" : " ")) return false;
+          // Nothing sent for a while (no event, or events that release no bytes: a non-streamed response, text held
+          // back by a stop string): probe the client (an SSE comment, or JSON's leading whitespace), so a client that
+          // went away is noticed and its sequences freed.
+          if (Clock::now() - progress->last_write >= kHeartbeat && !send(stream ? ": keep-alive\n\n" : " "))
+            return false;
           return true;
         },
         [this, job, response, path, id](bool) {
@@ -281,7 +323,6 @@ struct Server::Impl {
       if (!res.body.empty()) return;
       const std::string message = res.status == 404   ? cat("no route for ", req.method, " ", req.path)
                                   : res.status == 413 ? cat("the body is larger than ", options.max_body_bytes, " bytes")
-                                  : res.status == 408 ? std::string("the request took too long to arrive")
                                                       : cat("HTTP error ", res.status);
       res.set_content(dump(ApiError{res.status, message, "", ""}.to_json()), "application/json");
       metrics.request_failed(std::to_string(res.status));
@@ -314,6 +355,7 @@ Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(o
   impl_->http.set_read_timeout(o.read_timeout_s, 0);
   impl_->http.set_write_timeout(o.read_timeout_s, 0);
   impl_->http.set_keep_alive_timeout(5);
+  impl_->http.set_tcp_nodelay(true);  // a streamed token is one small write: Nagle + delayed ACK held it ~40 ms
   impl_->routes();
 }
 
@@ -325,6 +367,7 @@ int Server::bind() {
   if (port == 0) port = impl_->http.bind_to_any_port(o.host);
   else if (!impl_->http.bind_to_port(o.host, port)) port = -1;
   if (port < 0) fail("cannot listen on ", o.host, ":", o.port, " (in use, or not an address of this machine)");
+  impl_->bound_port = port;
   return port;
 }
 
@@ -358,6 +401,7 @@ void Server::shutdown() {
     while (s.open_responses.load() > 0 && Clock::now() < flush_deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  if (s.bound_port > 0) shutdown_connections(s.bound_port);  // the responses are written: close what is left open
   s.http.stop();
   if (s.http_thread.joinable()) s.http_thread.join();
 }
