@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <unordered_map>
 
 #include "core/error.h"
 
@@ -68,45 +67,87 @@ void Sampler::reset() {
   rng_ = Rng(params_.seed);
 }
 
-void Sampler::apply_penalties(std::vector<Candidate>& c) const {
+void Sampler::penalized_logits(size_t vocab) {
+  penalized_.clear();
   const bool active = params_.repeat_penalty != 1.f || params_.frequency_penalty != 0.f ||
                       params_.presence_penalty != 0.f;
   if (!active || history_.empty() || params_.repeat_last_n == 0) return;
   const size_t window = params_.repeat_last_n < 0 ? history_.size()
                                                   : std::min(history_.size(), size_t(params_.repeat_last_n));
-  std::unordered_map<TokenId, int64_t> counts;
-  for (size_t i = history_.size() - window; i < history_.size(); ++i) ++counts[history_[i]];
-  for (const auto& [id, count] : counts) {
-    if (id < 0 || size_t(id) >= c.size()) continue;
-    double& logit = c[size_t(id)].logit;  // candidates are still in id order here
-    logit = logit > 0 ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
-    logit -= double(count) * params_.frequency_penalty + double(params_.presence_penalty);
+  std::vector<TokenId> ids(history_.end() - ptrdiff_t(window), history_.end());
+  std::sort(ids.begin(), ids.end());
+  for (size_t i = 0; i < ids.size();) {
+    size_t j = i;
+    while (j < ids.size() && ids[j] == ids[i]) ++j;
+    if (ids[i] >= 0 && size_t(ids[i]) < vocab) penalized_.push_back({ids[i], double(j - i)});  // count for now
+    i = j;
   }
+}
+
+void Sampler::gather_candidates(std::span<const float> logits, std::vector<Candidate>& c) {
+  const size_t n = logits.size();
+  penalized_logits(n);
+  for (auto& [id, value] : penalized_) {  // value holds the token's count in the window until here
+    double logit = logits[size_t(id)];
+    logit = logit > 0 ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
+    value = logit - (value * params_.frequency_penalty + double(params_.presence_penalty));
+  }
+  const auto better = [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+  };
+  c.clear();
+  const bool top_k = params_.top_k > 0 && size_t(params_.top_k) < n;
+  const size_t k = top_k ? size_t(params_.top_k) : n;
+  double worst = -INFINITY;  // with a full heap: the logit of its worst entry (anything lower cannot enter)
+  size_t next_penalized = 0;  // penalized_ is in id order
+  for (size_t i = 0; i < n; ++i) {
+    const float f = logits[i];
+    if (std::isnan(f)) fail("sampler: the logit of token ", i, " is NaN");
+    double v = f;
+    if (next_penalized < penalized_.size() && size_t(penalized_[next_penalized].first) == i)
+      v = penalized_[next_penalized++].second;
+    if (!top_k) {
+      c.push_back({TokenId(i), v});
+    } else if (c.size() < k) {
+      c.push_back({TokenId(i), v});
+      std::push_heap(c.begin(), c.end(), better);  // the worst kept on top
+      if (c.size() == k) worst = c.front().logit;
+    } else if (v >= worst && better({TokenId(i), v}, c.front())) {
+      std::pop_heap(c.begin(), c.end(), better);
+      c.back() = {TokenId(i), v};
+      std::push_heap(c.begin(), c.end(), better);
+      worst = c.front().logit;
+    }
+  }
+  if (top_k) std::sort_heap(c.begin(), c.end(), better);  // ascending in `better`'s order: best first
+  else std::sort(c.begin(), c.end(), better);
 }
 
 TokenId Sampler::sample(std::span<const float> logits) {
   if (logits.empty()) fail("sampler: no logits");
-  std::vector<Candidate> c(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (std::isnan(logits[i])) fail("sampler: the logit of token ", i, " is NaN");
-    c[i] = {TokenId(i), double(logits[i])};
+  if (params_.temperature <= 0.f) {
+    // Greedy: the highest (penalized) logit, the lowest id on ties.
+    penalized_logits(logits.size());
+    for (size_t k = 0; k < penalized_.size(); ++k) {
+      auto& [id, value] = penalized_[k];
+      double logit = logits[size_t(id)];
+      logit = logit > 0 ? logit / params_.repeat_penalty : logit * params_.repeat_penalty;
+      value = logit - (value * params_.frequency_penalty + double(params_.presence_penalty));
+    }
+    size_t next_penalized = 0;
+    TokenId best = -1;
+    double best_value = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (std::isnan(logits[i])) fail("sampler: the logit of token ", i, " is NaN");
+      double v = logits[i];
+      if (next_penalized < penalized_.size() && size_t(penalized_[next_penalized].first) == i)
+        v = penalized_[next_penalized++].second;
+      if (best < 0 || v > best_value) best = TokenId(i), best_value = v;
+    }
+    return best;
   }
-  apply_penalties(c);
-
-  const auto better = [](const Candidate& a, const Candidate& b) {
-    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
-  };
-  if (params_.temperature <= 0.f) return std::min_element(c.begin(), c.end(), better)->id;
-
-  // top-k, then everything sorted by descending logit for the filters below.
-  size_t keep = c.size();
-  if (params_.top_k > 0 && size_t(params_.top_k) < keep) {
-    keep = size_t(params_.top_k);
-    std::partial_sort(c.begin(), c.begin() + ptrdiff_t(keep), c.end(), better);
-    c.resize(keep);
-  } else {
-    std::sort(c.begin(), c.end(), better);
-  }
+  std::vector<Candidate>& c = candidates_;
+  gather_candidates(logits, c);
 
   // Softmax of the survivors (before temperature, as llama.cpp's chain orders it).
   const auto probabilities = [&c] {

@@ -17,6 +17,7 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace greta::engine {
@@ -72,11 +73,18 @@ private:
     TokenId id;
     double logit;
   };
-  void apply_penalties(std::vector<Candidate>& c) const;
+  // The penalized logits of the tokens in the history window (id, value), in id order; the rest keep their logits.
+  void penalized_logits(size_t vocab);
+  // Candidates for the filters: every token by descending logit (ties: lower id first), or with top-k only the k best
+  // (found in one pass over the logits with a k-heap, most tokens rejected by one comparison, instead of a partial
+  // sort of a copy of every logit: a server samples for every running sequence each step).
+  void gather_candidates(std::span<const float> logits, std::vector<Candidate>& c);
 
   SamplerParams params_;
   Rng rng_;
   std::vector<TokenId> history_;  // newest last; at most repeat_last_n kept when it is >= 0
+  std::vector<std::pair<TokenId, double>> penalized_;  // scratch: penalized_logits()'s result
+  std::vector<Candidate> candidates_;                  // scratch
 };
 
 // The index of the largest value (the lowest index on ties).
