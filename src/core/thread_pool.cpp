@@ -1,9 +1,9 @@
-#include "cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace greta::cpu {
+namespace greta {
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = int(std::max(1u, std::thread::hardware_concurrency()));
@@ -74,4 +74,4 @@ void ThreadPool::worker_loop(int index) {
   }
 }
 
-}  // namespace greta::cpu
+}  // namespace greta

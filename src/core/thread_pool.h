@@ -1,4 +1,4 @@
-// A small fixed-size thread pool for the CPU backend. parallel_for splits [0, n) into size() contiguous chunks, one
+// A small fixed-size thread pool (the CPU backend's ops; the scheduler's sampling). parallel_for splits [0, n) into size() contiguous chunks, one
 // per thread (the calling thread takes chunk 0), and waits for all of them. The ops give every output element to
 // exactly one chunk and never reduce across chunks, so results do not depend on the thread count.
 #pragma once
@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-namespace greta::cpu {
+namespace greta {
 
 class ThreadPool {
 public:
@@ -44,4 +44,4 @@ private:
   std::exception_ptr error_;
 };
 
-}  // namespace greta::cpu
+}  // namespace greta

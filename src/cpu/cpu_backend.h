@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cpu/ops.h"
-#include "cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "engine/backend.h"
 
 namespace greta::cpu {

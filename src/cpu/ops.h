@@ -5,7 +5,7 @@
 #pragma once
 #include <cstdint>
 
-#include "cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "engine/plan.h"
 #include "model/model_config.h"
 #include "model/tensor_types.h"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <queue>
+#include <thread>
 
 #include "core/error.h"
 
@@ -39,7 +40,8 @@ float token_logprob(std::span<const float> logits, TokenId token, int32_t k, std
   return float(double(logits[size_t(token)]) - log_z);
 }
 
-Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options) : engine_(engine), options_(options) {
+Scheduler::Scheduler(Engine& engine, const SchedulerOptions& options)
+    : engine_(engine), options_(options), pool_(std::clamp(int(std::thread::hardware_concurrency()), 1, 8)) {
   if (options_.parallel < 1) fail("parallel sequences ", options_.parallel, ": must be at least 1");
   if (options_.retain_prompts < 0) fail("retained prompts ", options_.retain_prompts, ": must not be negative");
 }
@@ -158,18 +160,28 @@ void Scheduler::fork_choices(Request& r) {
   }
 }
 
-void Scheduler::sample(Request& r, int32_t choice, std::span<const float> logits) {
+Scheduler::Draw Scheduler::draw(Request& r, int32_t choice, std::span<const float> logits) {
+  Choice& c = r.choices[size_t(choice)];
+  Draw d;
+  if (r.spec.options.max_tokens >= 0 && c.generated >= r.spec.options.max_tokens) return d;  // ends without a draw
+  d.token = c.sampler.sample(logits);
+  if (r.spec.top_logprobs >= 0) d.logprob = token_logprob(logits, d.token, r.spec.top_logprobs, d.top);
+  return d;
+}
+
+void Scheduler::accept(Request& r, int32_t choice, Draw&& drawn) {
   Choice& c = r.choices[size_t(choice)];
   const GenerateOptions& opt = r.spec.options;
-  if (opt.max_tokens >= 0 && c.generated >= opt.max_tokens) return end_choice(r, choice, StopReason::MaxTokens);
+  if (drawn.token < 0) return end_choice(r, choice, StopReason::MaxTokens);
+  if (!r.has_first) r.has_first = true, r.first_token = Clock::now();
+  if (opt.stop_at_end_of_generation && engine_.tokenizer().is_end_of_generation(drawn.token))
+    return end_choice(r, choice, StopReason::EndOfGeneration);
   RequestEvent ev;
   ev.kind = RequestEvent::Kind::Token;
   ev.choice = choice;
-  ev.token = c.sampler.sample(logits);
-  if (!r.has_first) r.has_first = true, r.first_token = Clock::now();
-  if (opt.stop_at_end_of_generation && engine_.tokenizer().is_end_of_generation(ev.token))
-    return end_choice(r, choice, StopReason::EndOfGeneration);
-  if (r.spec.top_logprobs >= 0) ev.logprob = token_logprob(logits, ev.token, r.spec.top_logprobs, ev.top);
+  ev.token = drawn.token;
+  ev.logprob = drawn.logprob;
+  ev.top = std::move(drawn.top);
   c.sampler.accept(ev.token);
   ++c.generated;
   ++r.usage.completion_tokens;
@@ -276,7 +288,8 @@ void Scheduler::step() {
   if (entries_.empty()) return;
   const StepLogits& out = engine_.step(entries_);
 
-  // 3. Sample where logits came back; end what stops.
+  // 3. Sample where logits came back (the draws in parallel), then record them and end what stops, in entry order.
+  sampled_.clear();
   for (size_t e = 0; e < entries_.size(); ++e) {
     if (entries_[e].logits == LogitsWanted::None) continue;
     Request& r = *refs_[e].request;
@@ -284,8 +297,17 @@ void Scheduler::step() {
     c.ready = false;
     c.feed.clear();
     if (refs_[e].choice == 0 && int64_t(r.choices.size()) < r.spec.n) fork_choices(r);
-    sample(r, refs_[e].choice, out.row(e));
+    sampled_.push_back(e);
   }
+  draws_.assign(sampled_.size(), Draw{});
+  pool_.parallel_for(int64_t(sampled_.size()), [&](int64_t begin, int64_t end, int) {
+    for (int64_t i = begin; i < end; ++i) {
+      const size_t e = sampled_[size_t(i)];
+      draws_[size_t(i)] = draw(*refs_[e].request, refs_[e].choice, out.row(e));
+    }
+  });
+  for (size_t i = 0; i < sampled_.size(); ++i)
+    accept(*refs_[sampled_[i]].request, refs_[sampled_[i]].choice, std::move(draws_[i]));
   for (size_t i = 0; i < running_.size();) {
     Request& r = *running_[i];
     const bool all_done = int64_t(r.choices.size()) == r.spec.n &&

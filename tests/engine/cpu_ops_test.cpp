@@ -12,7 +12,7 @@
 #include "core/half.h"
 #include "cpu/ops.h"
 #include "engine/kv_q8.h"
-#include "cpu/thread_pool.h"
+#include "core/thread_pool.h"
 #include "model/quants.h"
 #include "test_util.h"
 
