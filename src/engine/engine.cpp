@@ -26,11 +26,6 @@ constexpr int64_t kPageSize = 32;  // positions per KV page: a 32-key attention 
 // The pool starts with room for this many positions and doubles as sequences need more.
 constexpr int64_t kInitialPoolPositions = 1024;
 
-std::string fmt_double(double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
 
 }  // namespace
 
@@ -577,58 +572,5 @@ const char* stop_reason_name(StopReason r) {
   return "?";
 }
 
-std::string Timings::to_json() const {
-  return cat("{\"load_ms\":", fmt_double(load_s * 1e3), ",\"prefill_tokens\":", prefill_tokens,
-             ",\"prefill_ms\":", fmt_double(prefill_s * 1e3), ",\"prefill_tokens_per_s\":",
-             fmt_double(prefill_tokens_per_s()), ",\"decode_tokens\":", decode_tokens, ",\"decode_ms\":",
-             fmt_double(decode_s * 1e3), ",\"decode_tokens_per_s\":", fmt_double(decode_tokens_per_s()), "}");
-}
-
-std::string GenerateResult::to_json() const {
-  std::string ids;
-  for (size_t i = 0; i < tokens.size(); ++i) ids += cat(i ? "," : "", tokens[i]);
-  return cat("{\"tokens\":[", ids, "],\"text\":", json_quote(text), ",\"stop\":\"", stop_reason_name(stop),
-             "\",\"timings\":", timings.to_json(), "}");
-}
-
-std::string json_quote(std::string_view s) {
-  std::string out = "\"";
-  for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      if (c == '"') out += "\\\"";
-      else if (c == '\\') out += "\\\\";
-      else if (c == '\n') out += "\\n";
-      else if (c == '\r') out += "\\r";
-      else if (c == '\t') out += "\\t";
-      else if (c < 0x20 || c == 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else out += char(c);
-      ++i;
-      continue;
-    }
-    // A multi-byte UTF-8 sequence: copied when well formed (no overlongs, surrogates or values past U+10FFFF).
-    const int len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 0;
-    bool ok = len > 0 && i + size_t(len) <= s.size() && !(c >= 0xF5);
-    uint32_t cp = len == 2 ? c & 0x1F : len == 3 ? c & 0x0F : c & 0x07;
-    for (int k = 1; ok && k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + size_t(k)]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    ok = ok && !(len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) &&
-         !(len == 4 && (cp < 0x10000 || cp > 0x10FFFF));
-    if (ok) {
-      out.append(s.substr(i, size_t(len)));
-      i += size_t(len);
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD for one bad byte
-      ++i;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace greta::engine

@@ -63,7 +63,6 @@ struct Timings {
 
   double prefill_tokens_per_s() const { return prefill_s > 0 ? double(prefill_tokens) / prefill_s : 0; }
   double decode_tokens_per_s() const { return decode_s > 0 ? double(decode_tokens) / decode_s : 0; }
-  std::string to_json() const;  // {"load_ms":..,"prefill_tokens":..,"prefill_ms":..,"prefill_tokens_per_s":..,...}
 };
 
 enum class StopReason { EndOfGeneration, MaxTokens, ContextFull, Callback, StopString };
@@ -82,7 +81,6 @@ struct GenerateResult {
   std::string text;             // their pieces concatenated (raw bytes: may end inside a UTF-8 character)
   StopReason stop = StopReason::MaxTokens;
   Timings timings;              // of this call only (load_s = 0)
-  std::string to_json() const;  // {"tokens":[..],"text":"..","stop":"..","timings":{..}}
 };
 
 // Called for each generated token with the text it releases (its piece; with stop strings, what can no longer start
@@ -262,9 +260,5 @@ private:
   Timings timings_;
   Trace* trace_ = nullptr;
 };
-
-// JSON string literal for arbitrary bytes: escapes quotes, backslashes and control characters, and replaces
-// invalid UTF-8 with U+FFFD so the result is always valid JSON.
-std::string json_quote(std::string_view bytes);
 
 }  // namespace greta::engine

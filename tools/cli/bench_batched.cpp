@@ -7,12 +7,11 @@
 #include <map>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
 #include "generation.h"
+#include "json_output.h"
 
 namespace greta::cli {
 
@@ -66,6 +65,13 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
   if (profile) row.op_seconds = collect_op_seconds(e), row.device_tg = e.timings().device_s - device_before;
   for (engine::SeqId s : seqs) e.release_sequence(s);
   return row;
+}
+
+// A CSV field, quoted (RFC 4180: inner quotes doubled).
+std::string csv_field(const std::string& v) {
+  std::string out = "\"";
+  for (char ch : v) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return out + "\"";
 }
 
 std::string fixed(double v, int digits) {
@@ -133,14 +139,14 @@ int run_batched_bench(const Args& args) {
     std::printf("model,backend,device,kv_type,pp,tg,b,n_kv,t_pp,s_pp,t_tg,s_tg,t,s\n");
     for (const BatchedRow& r : rows)
       std::printf("%s,%s,%s,%s,%lld,%lld,%lld,%lld,%.6f,%.3f,%.6f,%.3f,%.6f,%.3f\n",
-                  engine::json_quote(std::filesystem::path(path).stem().string()).c_str(),
-                  engine::json_quote(e.backend().name()).c_str(), engine::json_quote(loaded.device).c_str(),
+                  csv_field(std::filesystem::path(path).stem().string()).c_str(), csv_field(e.backend().name()).c_str(),
+                  csv_field(loaded.device).c_str(),
                   engine::elem_type_name(e.options().kv_type), (long long)r.npp, (long long)r.ntg, (long long)r.b,
                   (long long)r.n_kv(), r.t_pp, r.s_pp(), r.t_tg, r.s_tg(), r.t_pp + r.t_tg, r.s());
   } else if (output == "json") {
-    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    Json out = Json::array();
     for (const BatchedRow& r : rows) {
-      nlohmann::ordered_json row = {{"model", std::filesystem::path(path).stem().string()},
+      Json row = {{"model", std::filesystem::path(path).stem().string()},
                                     {"backend", e.backend().name()},
                                     {"device", loaded.device},
                                     {"kv_type", engine::elem_type_name(e.options().kv_type)},
@@ -150,7 +156,7 @@ int run_batched_bench(const Args& args) {
       if (profile) row["tg_op_seconds"] = r.op_seconds, row["tg_device_fraction"] = r.t_tg > 0 ? r.device_tg / r.t_tg : 0;
       out.push_back(std::move(row));
     }
-    std::printf("%s\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace).c_str());
+    std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
   }
   if (profile && output != "json") {
     std::FILE* f = output == "md" ? stdout : stderr;

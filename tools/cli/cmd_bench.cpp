@@ -19,6 +19,7 @@
 #include "engine/sampler.h"
 #include "bench_batched.h"
 #include "generation.h"
+#include "json_output.h"
 
 namespace greta::cli {
 
@@ -147,25 +148,16 @@ void print_csv(const BenchContext& c, const std::vector<TestResult>& results) {
 }
 
 void print_json(const BenchContext& c, const std::vector<TestResult>& results) {
-  std::printf("[\n");
-  for (size_t k = 0; k < results.size(); ++k) {
-    const auto& r = results[k];
-    std::string samples, profile;
-    for (size_t i = 0; i < r.samples.size(); ++i) samples += cat(i ? "," : "", fixed(r.samples[i], 3));
-    for (const auto& [kind, s] : r.op_seconds) profile += cat(profile.empty() ? "" : ",", "\"", kind, "\":", fixed(s, 6));
-    std::printf("  {\"model\":%s,\"name\":%s,\"model_bytes\":%llu,\"params\":%llu,\"backend\":%s,\"device\":%s,"
-                "\"test\":\"%s\",\"n_tokens\":%lld,\"avg_ts\":%s,\"stddev_ts\":%s,\"samples_ts\":[%s]%s%s}%s\n",
-                engine::json_quote(c.model).c_str(), engine::json_quote(c.name).c_str(),
-                static_cast<unsigned long long>(c.model_bytes), static_cast<unsigned long long>(c.params),
-                engine::json_quote(c.backend).c_str(), engine::json_quote(c.device).c_str(), r.name.c_str(),
-                static_cast<long long>(r.n_tokens), fixed(r.mean, 3).c_str(), fixed(r.stddev, 3).c_str(), samples.c_str(),
-                r.is_decode ? cat(",\"weights_gbps\":", fixed(weight_gbps(c, r), 3)).c_str() : "",
-                r.op_seconds.empty()
-                    ? ""
-                    : cat(",\"op_seconds\":{", profile, "},\"device_fraction\":", fixed(r.device_fraction, 4)).c_str(),
-                k + 1 < results.size() ? "," : "");
+  Json out = Json::array();
+  for (const TestResult& r : results) {
+    Json row = {{"model", c.model}, {"name", c.name}, {"model_bytes", c.model_bytes}, {"params", c.params},
+                {"backend", c.backend}, {"device", c.device}, {"test", r.name}, {"n_tokens", r.n_tokens},
+                {"avg_ts", r.mean}, {"stddev_ts", r.stddev}, {"samples_ts", r.samples}};
+    if (r.is_decode) row["weights_gbps"] = weight_gbps(c, r);
+    if (!r.op_seconds.empty()) row["op_seconds"] = r.op_seconds, row["device_fraction"] = r.device_fraction;
+    out.push_back(std::move(row));
   }
-  std::printf("]\n");
+  std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
 }
 
 // Time share per op kind, one table per test.

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/batch.h"
 #include "generation.h"
+#include "json_output.h"
 #include "interrupt.h"
 
 namespace greta::cli {
@@ -40,12 +41,6 @@ constexpr int64_t kMaxParallel = 1024;
 constexpr size_t kMaxPrompts = 100000;
 
 constexpr int64_t kDefaultPredict = 128;
-
-std::string id_list(const std::vector<model::TokenId>& ids) {
-  std::string out;
-  for (size_t i = 0; i < ids.size(); ++i) out += cat(i ? "," : "", ids[i]);
-  return out;
-}
 
 std::vector<model::TokenId> encode_prompt(const model::Tokenizer& tokenizer, const std::string& text, const Args& args) {
   std::vector<model::TokenId> prompt =
@@ -112,12 +107,11 @@ int run_prompts(const Args& args, const std::string& path, const engine::Sampler
     reused += r.reused_tokens;
     if (!r.error.empty()) ++failed;
     if (json) {
-      const std::string body = r.error.empty() ? r.result.to_json() : cat("{\"error\":", engine::json_quote(r.error), "}");
-      std::printf("{\"index\":%zu,\"model\":%s,\"backend\":%s,\"device\":%s,\"prompt\":%s,\"prompt_tokens\":[%s],"
-                  "\"cached_tokens\":%lld,%s\n",
-                  i, engine::json_quote(path).c_str(), engine::json_quote(engine.backend().name()).c_str(),
-                  engine::json_quote(loaded.device).c_str(), engine::json_quote(lines[i]).c_str(),
-                  id_list(requests[i].prompt).c_str(), static_cast<long long>(r.reused_tokens), body.c_str() + 1);
+      Json out = {{"index", i}, {"model", path}, {"backend", engine.backend().name()}, {"device", loaded.device},
+                  {"prompt", lines[i]}, {"prompt_tokens", requests[i].prompt}, {"cached_tokens", r.reused_tokens}};
+      if (r.error.empty()) out.update(result_json(r.result));
+      else out["error"] = r.error;
+      std::printf("%s\n", dump_json(out).c_str());
     } else {
       greta::Utf8Stream utf8;
       const std::string text = r.error.empty() ? utf8.push(r.result.text) + utf8.finish() : "error: " + r.error;
@@ -210,17 +204,12 @@ int cmd_run(int argc, char** argv) {
   trace.write();
 
   if (json) {
-    // GenerateResult's object, with the model, the backend and the prompt in front.
-    std::string body = result.to_json();
-    // The engine's name for a stop its callback asked for is "callback"; here that is always an interrupt. (Inside
-    // the JSON text quotes are escaped, so the unescaped key-value pair can only be the stop field.)
-    const std::string callback_stop = "\"stop\":\"callback\"";
-    if (const size_t at = body.find(callback_stop); signal && at != std::string::npos)
-      body.replace(at, callback_stop.size(), "\"stop\":\"interrupted\"");
-    std::printf("{\"model\":%s,\"backend\":%s,\"device\":%s,\"seed\":%llu,\"prompt\":%s,\"prompt_tokens\":[%s],%s\n",
-                engine::json_quote(path).c_str(), engine::json_quote(engine.backend().name()).c_str(),
-                engine::json_quote(loaded.device).c_str(), static_cast<unsigned long long>(sampling.seed),
-                engine::json_quote(prompt_text).c_str(), id_list(prompt).c_str(), body.c_str() + 1);
+    // GenerateResult's object, with the model, the backend and the prompt in front. The engine's name for a stop
+    // its callback asked for is "callback"; here that is always an interrupt.
+    Json out = {{"model", path}, {"backend", engine.backend().name()}, {"device", loaded.device},
+                {"seed", sampling.seed}, {"prompt", prompt_text}, {"prompt_tokens", prompt}};
+    out.update(result_json(result, signal ? "interrupted" : nullptr));
+    std::printf("%s\n", dump_json(out).c_str());
   } else {
     const std::string rest = utf8.finish();
     std::fwrite(rest.data(), 1, rest.size(), stdout);
