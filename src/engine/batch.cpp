@@ -8,6 +8,7 @@ std::vector<BatchResult> run_batch(Engine& engine, std::span<const BatchRequest>
   // Prompts are kept for reuse only while the batch runs (the scheduler gives their pages back at its end).
   Scheduler scheduler(engine, {.parallel = options.parallel, .retain_prompts = options.parallel});
   std::vector<BatchResult> results(requests.size());
+  std::vector<uint8_t> done(requests.size(), 0);  // Finished or Failed seen
   for (size_t i = 0; i < requests.size(); ++i) {
     scheduler.submit({.prompt = requests[i].prompt, .options = requests[i].options}, [&, i](const RequestEvent& ev) {
       BatchResult& out = results[i];
@@ -27,17 +28,26 @@ std::vector<BatchResult> run_batch(Engine& engine, std::span<const BatchRequest>
           t.decode_tokens = ev.usage.completion_tokens;
           t.decode_s = ev.usage.decode_s;
           out.reused_tokens = ev.usage.cached_tokens;
+          done[i] = 1;
           if (options.on_done) options.on_done(i, out);
           break;
         }
         case RequestEvent::Kind::Failed:
           out.error = ev.error;
+          done[i] = 1;
           if (options.on_done) options.on_done(i, out);
           break;
       }
     });
   }
-  while (!scheduler.idle()) scheduler.step();
+  while (!scheduler.idle()) {
+    if (options.interrupted && options.interrupted()) {
+      for (size_t i = 0; i < results.size(); ++i)
+        if (!done[i]) results[i].interrupted = true;
+      break;  // the scheduler releases what it holds
+    }
+    scheduler.step();
+  }
   return results;
 }
 

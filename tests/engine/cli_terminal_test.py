@@ -10,6 +10,7 @@ Scenarios:
   chat-editing      arrow keys edit the line, Up recalls it, /save and /bye work on a terminal
   chat-sigterm      SIGTERM while chat waits for input (on a pipe) leaves at once with 143
   run-sigint        run stops at SIGINT, still prints its summary (stop: interrupted), exits 130
+  run-prompts-sigint  run --prompts-file too: the finished prompts' results, the others marked interrupted, exit 130
   synth-sigint      synth stops at SIGINT / SIGTERM, removes its partial file, exits 130 / 143
   synth-sigterm
 Prints "PASS" and exits 0, or says what went wrong and exits 1.
@@ -197,6 +198,29 @@ def run_sigint(greta, model, work):
         fail("no summary with 'stop: interrupted'", err)
 
 
+def run_prompts_sigint(greta, model, work):
+    prompts = os.path.join(work, "interrupted_prompts.txt")
+    with open(prompts, "w") as f:
+        f.write("Once upon a time\nThe little dog\nLily wanted to\nThe sun\n")
+    # Generation to a context of 8192 (past the model's 2048): seconds per prompt, time enough to interrupt.
+    p = subprocess.Popen([greta, "run", model, "--prompts-file", prompts, "--parallel", "2", "-n", "-1", "--ctx", "8192",
+                          "--temp", "0", "--json", "--backend", "cpu"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=default_signals)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    os.remove(prompts)
+    if p.returncode != 130:
+        fail("run --prompts-file exited with %d after SIGINT, expected 130" % p.returncode, err)
+    if b"stop: interrupted" not in err:
+        fail("no summary with 'stop: interrupted'", err)
+    lines = [json.loads(line) for line in out.decode().splitlines()]
+    if len(lines) != 4 or [r["index"] for r in lines] != [0, 1, 2, 3]:
+        fail("expected one JSON object per prompt, in order", out)
+    if not any(r.get("stop") == "interrupted" for r in lines):
+        fail("no prompt marked interrupted", out)
+
+
 def synth_signal(greta, vocab, work, sig):
     out = os.path.join(work, "synth_interrupted_%d.gguf" % sig)  # one per scenario: they may run side by side
     for path in (out, out + ".part"):
@@ -233,6 +257,7 @@ def main():
         "chat-editing": lambda: chat_editing(greta, model, work),
         "chat-sigterm": lambda: chat_sigterm(greta, model, work),
         "run-sigint": lambda: run_sigint(greta, model, work),
+        "run-prompts-sigint": lambda: run_prompts_sigint(greta, model, work),
         "synth-sigint": lambda: synth_signal(greta, model, work, signal.SIGINT),
         "synth-sigterm": lambda: synth_signal(greta, model, work, signal.SIGTERM),
     }

@@ -96,8 +96,11 @@ int run_prompts(const Args& args, const std::string& path, const engine::Sampler
   LoadedModel loaded = load_model(std::move(files), backend,
                                   engine::EngineOptions{.ctx = ctx, .max_seqs = parallel, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
+  InterruptHandlers interrupts;
   const auto start = std::chrono::steady_clock::now();
-  const std::vector<engine::BatchResult> results = engine::run_batch(engine, requests, {.parallel = parallel, .on_done = {}});
+  const std::vector<engine::BatchResult> results = engine::run_batch(
+      engine, requests, {.parallel = parallel, .on_done = {}, .interrupted = [] { return interrupt_requested(); }});
+  const int signal = interrupts.take();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   int64_t generated = 0, prompt_tokens = 0, reused = 0, failed = 0;
   for (size_t i = 0; i < results.size(); ++i) {
@@ -109,12 +112,13 @@ int run_prompts(const Args& args, const std::string& path, const engine::Sampler
     if (json) {
       Json out = {{"index", i}, {"model", path}, {"backend", engine.backend().name()}, {"device", loaded.device},
                   {"prompt", lines[i]}, {"prompt_tokens", requests[i].prompt}, {"cached_tokens", r.reused_tokens}};
-      if (r.error.empty()) out.update(result_json(r.result));
+      if (r.error.empty()) out.update(result_json(r.result, r.interrupted ? "interrupted" : nullptr));
       else out["error"] = r.error;
       std::printf("%s\n", dump_json(out).c_str());
     } else {
       greta::Utf8Stream utf8;
-      const std::string text = r.error.empty() ? utf8.push(r.result.text) + utf8.finish() : "error: " + r.error;
+      const std::string text = !r.error.empty() ? "error: " + r.error
+                               : utf8.push(r.result.text) + utf8.finish() + (r.interrupted ? " [interrupted]" : "");
       std::printf("--- prompt %zu: %s\n%s\n", i + 1, lines[i].c_str(), text.c_str());
     }
   }
@@ -126,6 +130,13 @@ int run_prompts(const Args& args, const std::string& path, const engine::Sampler
                static_cast<long long>(reused), static_cast<long long>(parallel), static_cast<long long>(generated),
                seconds, format_rate(seconds > 0 ? double(generated) / seconds : 0).c_str(),
                failed ? cat(" | ", failed, " failed").c_str() : "");
+  if (signal) {
+    int64_t cut = 0;
+    for (const engine::BatchResult& r : results) cut += r.interrupted;
+    std::fprintf(stderr, "stop: interrupted (%lld of %zu prompts not finished)\n", static_cast<long long>(cut),
+                 results.size());
+    return interrupted_exit_code(signal);
+  }
   return failed ? 1 : 0;
 }
 
