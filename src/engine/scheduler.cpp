@@ -89,19 +89,30 @@ void Scheduler::fail_all(const std::string& why) {
   waiting_.clear();
 }
 
-std::string Scheduler::rejection(const Request& r) const {
-  const ScheduledRequest& s = r.spec;
-  const int64_t n_prompt = int64_t(s.prompt.size()), ctx = engine_.context_size();
+namespace {
+
+// Positions set aside per choice (prompt + max_tokens, capped by the context) and the pages a request takes at most.
+int64_t reserved_positions(const ScheduledRequest& s, int64_t ctx) {
+  const int64_t n_prompt = int64_t(s.prompt.size());
+  return s.options.max_tokens < 0 ? ctx : std::min(ctx, n_prompt + s.options.max_tokens);
+}
+int64_t pages_at_most(const KvCache& kv, const ScheduledRequest& s, int64_t ctx) {
+  const int64_t per_choice = kv.pages_for(reserved_positions(s, ctx));
+  return per_choice + (s.n - 1) * (per_choice - int64_t(s.prompt.size()) / kv.page_size());
+}
+
+}  // namespace
+
+std::string request_rejection(const Engine& engine, int64_t parallel, const ScheduledRequest& s) {
+  const int64_t n_prompt = int64_t(s.prompt.size()), ctx = engine.context_size();
   if (n_prompt == 0) return "the prompt is empty";
-  if (s.n < 1 || s.n > options_.parallel) return cat("n = ", s.n, ": must be 1..", options_.parallel, " (--parallel)");
+  if (s.n < 1 || s.n > parallel) return cat("n = ", s.n, ": must be 1..", parallel, " (--parallel)");
   if (s.top_logprobs > kMaxTopLogprobs) return cat("top_logprobs ", s.top_logprobs, ": at most ", kMaxTopLogprobs);
   if (n_prompt > ctx) return cat("the prompt has ", n_prompt, " tokens; the context holds ", ctx);
   for (TokenId t : s.prompt)
-    if (t < 0 || t >= engine_.vocab_size()) return cat("token id ", t, " is outside the vocabulary");
-  const KvCache& kv = engine_.kv_cache();
-  const int64_t reserve = s.options.max_tokens < 0 ? ctx : std::min(ctx, n_prompt + s.options.max_tokens);
-  const int64_t per_choice = kv.pages_for(reserve), shared = n_prompt / kv.page_size();
-  const int64_t pages = per_choice + (s.n - 1) * (per_choice - shared), budget = kv.max_pages() - 1;
+    if (t < 0 || t >= engine.vocab_size()) return cat("token id ", t, " is outside the vocabulary");
+  const KvCache& kv = engine.kv_cache();
+  const int64_t pages = pages_at_most(kv, s, ctx), budget = kv.max_pages() - 1;
   if (pages > budget)
     return cat("the request needs ", pages * kv.page_size(), " positions of KV cache; the budget holds ",
                budget * kv.page_size());
@@ -122,13 +133,11 @@ int64_t Scheduler::pages_still_needed() const {
 
 bool Scheduler::try_admit(Request& r) {
   const KvCache& kv = engine_.kv_cache();
-  const int64_t n_prompt = int64_t(r.spec.prompt.size()), ctx = engine_.context_size();
-  const int64_t reserve = r.spec.options.max_tokens < 0 ? ctx : std::min(ctx, n_prompt + r.spec.options.max_tokens);
-  const int64_t per_choice = kv.pages_for(reserve), shared = n_prompt / kv.page_size();
+  const int64_t n_prompt = int64_t(r.spec.prompt.size()), reserve = reserved_positions(r.spec, engine_.context_size());
   // The sequence first: pages it shares with a live (or retained) sequence are not needed again, and taking them
   // before any eviction keeps them.
   const auto [seq, reused] = engine_.new_sequence_with_prefix(r.spec.prompt);
-  const int64_t need = per_choice - int64_t(kv.pages(seq).size()) + (r.spec.n - 1) * (per_choice - shared);
+  const int64_t need = pages_at_most(kv, r.spec, engine_.context_size()) - int64_t(kv.pages(seq).size());
   const auto room = [&] { return kv.available_pages() - pages_still_needed(); };
   while (need > room() && evict_one()) {
   }
@@ -243,7 +252,7 @@ void Scheduler::step() {
   for (const auto& r : running_) slots += r->spec.n;
   while (!waiting_.empty()) {
     Request& r = *waiting_.front();
-    if (const std::string why = rejection(r); !why.empty()) {
+    if (const std::string why = request_rejection(engine_, options_.parallel, r.spec); !why.empty()) {
       RequestEvent ev;
       ev.kind = RequestEvent::Kind::Failed;
       ev.error = why;

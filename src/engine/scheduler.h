@@ -141,8 +141,6 @@ private:
     uint64_t last_use;
   };
 
-  // Why a request can never run ("" when it can), checked before admission.
-  std::string rejection(const Request& r) const;
   bool try_admit(Request& r);                 // false: not enough pages now
   int64_t pages_still_needed() const;         // pages running requests may still take
   void fork_choices(Request& r);              // after the prompt: choices 1..n-1
@@ -178,6 +176,12 @@ private:
   std::vector<Draw> draws_;
   ThreadPool pool_;              // the draws of a step's choices (a 128k-vocabulary draw is ~0.3 ms of host time)
 };
+
+// Why `request` can never run on `engine` with `parallel` sequence slots ("" when it can): an empty prompt, one longer
+// than the context, more choices than slots, too many top_logprobs, a token outside the vocabulary, more KV pages
+// than the budget (the prompt plus max_tokens per choice, forks sharing the prompt's full pages). Reads only what is
+// fixed once the engine is loaded, so the server's HTTP threads call it too (a 400 before anything is queued).
+std::string request_rejection(const Engine& engine, int64_t parallel, const ScheduledRequest& request);
 
 // Log-probabilities of one row of logits: the token's, and the k most likely (most likely first, lower id on ties).
 float token_logprob(std::span<const float> logits, TokenId token, int32_t k, std::vector<TokenLogprob>& top);

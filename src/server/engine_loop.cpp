@@ -121,10 +121,13 @@ void EngineLoop::run() {
         scheduler_.fail_all(cat("engine failure: ", e.what()));
       }
     }
-    const engine::SchedulerStats s = scheduler_.stats();
-    metrics_.set_gauges({s.waiting, s.running, s.kv_pages_running, s.kv_pages_retained, s.kv_pages_total});
+    publish_gauges();
   }
   scheduler_.fail_all("the server is shutting down");
+  publish_gauges();
+}
+
+void EngineLoop::publish_gauges() {
   const engine::SchedulerStats s = scheduler_.stats();
   metrics_.set_gauges({s.waiting, s.running, s.kv_pages_running, s.kv_pages_retained, s.kv_pages_total});
 }

@@ -68,6 +68,7 @@ public:
 private:
   void run();
   void on_event(Job& job, const engine::RequestEvent& ev);
+  void publish_gauges();  // the scheduler's queue and KV figures into /metrics
 
   engine::Engine& engine_;
   Metrics& metrics_;

@@ -71,7 +71,7 @@ struct Server::Impl {
   // Set once by attach(), read by HTTP threads after `ready` (release/acquire).
   engine::Engine* engine = nullptr;
   model::ChatTemplate chat_template;
-  int64_t context = 0, vocab = 0, page_size = 0, budget_pages = 0;
+  int64_t context = 0, vocab = 0;
   std::unique_ptr<EngineLoop> loop;
   std::atomic<bool> ready{false}, shutting_down{false};
   std::atomic<int64_t> open_responses{0};  // completion responses still being written
@@ -170,12 +170,6 @@ struct Server::Impl {
     // max_tokens is clamped to the context; absent, generation may fill it.
     const int64_t room = context - int64_t(prompt.size());
     const int64_t max_tokens = r.max_tokens ? std::min(*r.max_tokens, room) : room;
-    // KV pages: the same bound the scheduler applies, checked here so the answer is a 400, not a failed stream.
-    const int64_t per_choice = (int64_t(prompt.size()) + max_tokens + page_size - 1) / page_size;
-    const int64_t shared = int64_t(prompt.size()) / page_size;
-    if (per_choice + (r.n - 1) * (per_choice - shared) > budget_pages)
-      return respond_error(res, {400, cat("the request needs more KV cache than the server has (", budget_pages * page_size,
-                                          " positions): lower max_tokens or n"), "max_tokens", ""});
     if (!r.seed_given) r.sampling.seed = std::random_device{}() | (uint64_t(std::random_device{}()) << 32);
 
     auto job = std::make_shared<Job>();
@@ -185,6 +179,9 @@ struct Server::Impl {
     job->request.options.stop = r.stop;
     job->request.n = r.n;
     job->request.top_logprobs = r.top_logprobs;
+    // What the scheduler would refuse (here: more KV pages than the budget), answered as a 400 now, not a failed stream.
+    if (const std::string why = engine::request_rejection(*engine, options.parallel, job->request); !why.empty())
+      return respond_error(res, {400, why + ": lower max_tokens or n", "max_tokens", ""});
     if (!loop->try_submit(job, options.parallel + options.max_queue))
       return respond_error(res, {429, cat("too many requests: ", options.parallel, " running and ", options.max_queue,
                                           " waiting; retry later"), "", ""});
@@ -381,8 +378,6 @@ void Server::attach(engine::Engine& engine, model::ChatTemplate chat_template) {
   s.chat_template = chat_template;
   s.context = engine.context_size();
   s.vocab = engine.vocab_size();
-  s.page_size = engine.kv_cache().page_size();
-  s.budget_pages = engine.kv_cache().max_pages() - 1;
   s.loop = std::make_unique<EngineLoop>(
       engine, engine::SchedulerOptions{.parallel = s.options.parallel, .retain_prompts = std::max<int64_t>(8, s.options.parallel)},
       s.metrics);
