@@ -16,6 +16,10 @@
 // workgroup (x, y) handles keys [y * split_keys, (y + 1) * split_keys) of (token, head) x and writes its unnormalised
 // partial result to `partials` [n_tokens * n_heads, n_splits, head_dim_v + 2] = (acc[0..head_dim_v), m, l) instead
 // of `out`; attention_combine.comp merges the splits (a split past the token's position writes m = -inf, l = 0).
+// Sliding window (window > 0): token t sees keys j with positions[t] - j < window only; the key loop (or the split's
+// range) starts at the window's first key, so the keys before it cost nothing. Sinks (has_sinks, binding 8: one f32
+// logit per query head): the softmax state starts as (m, l) = (sinks[h], 1) with acc = 0 -- a virtual key of score
+// sinks[h] and value 0 -- in split 0 only, so attention_combine.comp counts it exactly once.
 // With CACHE_Q8 they are Q8_0 (engine/kv_q8.h): flat arrays of blocks of 32 elements, 9 words each (words 0..7 the
 // int8 values, element 4w + b of the block in byte b of word w; word 8 the f32 scale), so element e of a cache is
 // byte e % 4 of word (e / 32) * 9 + (e % 32) / 4, times the scale word (e / 32) * 9 + 8 (CACHE_AT).
@@ -41,9 +45,10 @@ layout(binding = 4) writeonly buffer Out { float o[]; };
 layout(binding = 5) writeonly buffer Partials { float partials[]; };
 layout(binding = 6) readonly buffer Seq { int seq[]; };
 layout(binding = 7) readonly buffer Pages { int pages[]; };
+layout(binding = 8) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
-  uint page_size; uint pages_per_seq;
+  uint page_size; uint pages_per_seq; uint window; uint has_sinks;
 } pc;
 
 const uint MAX_HEAD_DIM = 512;
@@ -88,12 +93,15 @@ void main() {
     const uint len = uint(positions[t]) + 1;
     const uint page_base = uint(seq[t]) * pc.pages_per_seq;
     const uint split = gl_WorkGroupID.y;
-    const uint key_begin = pc.split_keys > 0 ? split * pc.split_keys : 0;
-    const uint key_end = pc.split_keys > 0 ? min(len, key_begin + pc.split_keys) : len;
+    const uint split_begin = pc.split_keys > 0 ? split * pc.split_keys : 0;
+    const uint key_end = pc.split_keys > 0 ? min(len, split_begin + pc.split_keys) : len;
+    const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
+    const uint key_begin = max(split_begin, window_begin);
     for (uint i = tid; i < pc.head_dim; i += wg) qs[i] = q[th * pc.head_dim + i];
     barrier();
 
-    float m = -1.0 / 0.0, l = 0.0;
+    const bool sink = pc.has_sinks != 0 && split == 0;
+    float m = sink ? sinks[h] : -1.0 / 0.0, l = sink ? 1.0 : 0.0;
     float acc[DIMS_PER_INVOCATION];
     for (uint i = 0; i < DIMS_PER_INVOCATION; ++i) acc[i] = 0.0;
     for (uint j0 = key_begin; j0 < key_end; j0 += wg) {
@@ -117,7 +125,7 @@ void main() {
       const float m_new = max(m, reduce_max(s));
       const float p = j < key_end ? exp(s - m_new) : 0.0;
       probs[tid] = p;
-      const float correction = exp(m - m_new);  // 0 on the first block (m = -inf)
+      const float correction = exp(m - m_new);  // 0 on the first block (m = -inf, no sink)
       l = l * correction + reduce_sum(p);        // reduce_sum's barriers also publish probs[] and key_row[]
       m = m_new;
       const uint block = min(wg, key_end - j0);

@@ -2,7 +2,8 @@
 // Merges the key splits of attention.comp (split_keys > 0): for each (token, head) row r and output dimension d,
 //   m = max_s m_s,  out[r, d] = sum_s exp(m_s - m) acc_s[d] / sum_s exp(m_s - m) l_s
 // over the n_splits partials [rows, n_splits, head_dim_v + 2] = (acc, m, l). Splits without keys have m_s = -inf
-// and contribute nothing; split 0 always holds key 0, so m is finite. One invocation per (row, d); grid-stride.
+// and contribute nothing; the split holding the token's own key (inside any sliding window) has a finite m. A sink
+// is in split 0's (m, l) already (attention.comp). One invocation per (row, d); grid-stride.
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Partials { float partials[]; };
 layout(binding = 1) writeonly buffer Out { float o[]; };

@@ -31,6 +31,11 @@
 // the tile, staged through its page table (each staged key row looked up: row = pages[s * pages_per_seq + j /
 // page_size] * page_size + j % page_size), with the rows outside the run masked. The online softmax of a masked row
 // is unchanged by a block (alpha 1, p 0), so the runs simply add up per row.
+// Sliding window (window > 0): a row sees keys j with its position - j < window only. A run's key loop starts at the
+// block holding the first key any of its rows sees (keys before it are never staged), the rows' masks drop the keys
+// before their own windows, and staged keys before the run's first visible key are zeros (as those past the end).
+// Sinks (has_sinks, binding 7: one f32 logit per query head): every row's online softmax starts at (m, l) =
+// (sinks[h], 1) with O = 0 -- a virtual key of value 0 that joins the maximum and the denominator.
 // Shared memory at D = 128, WARPS = 4: K and V 17 KiB (also staging Q), S 8 KiB, P 4 KiB, row state 1 KiB.
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -73,9 +78,10 @@ layout(binding = 3) readonly buffer Positions { int positions[]; };
 layout(binding = 4) writeonly buffer Out { float o[]; };
 layout(binding = 5) readonly buffer Seq { int seq[]; };
 layout(binding = 6) readonly buffer Pages { int pages[]; };
+layout(binding = 7) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
-  uint page_size; uint pages_per_seq;
+  uint page_size; uint pages_per_seq; uint window; uint has_sinks;
 } pc;
 
 const uint BR = 16;     // query rows per subgroup
@@ -165,7 +171,7 @@ uint block_row_of(uint page_base, uint j0) { return uint(pages[page_base + j0 / 
   [[unroll]] for (uint it = 0; it < ITEMS; ++it) {                                               \
     const uint i = tid + it * WG, kk = i / D4, d4 = i - kk * D4;                                 \
     if (i < BC * D4) {                                                                           \
-      const bool in_range = (j0) + kk < kv_end;                                                  \
+      const bool in_range = (j0) + kk < kv_end && (j0) + kk >= kv_begin;                                            \
       kv[kk * DP + d4] = in_range ? TO_F16VEC4(kr[it]) : f16vec4(0.0);                            \
       if (with_v) kv[KV + kk * DP + d4] = in_range ? TO_F16VEC4(vr[it]) : f16vec4(0.0);           \
     }                                                                                            \
@@ -215,20 +221,29 @@ void main() {
 
   FRAG_C o0 = FRAG_C(0.0), o1 = FRAG_C(0.0), o2 = FRAG_C(0.0), o3 = FRAG_C(0.0);
   FRAG_C o4 = FRAG_C(0.0), o5 = FRAG_C(0.0), o6 = FRAG_C(0.0), o7 = FRAG_C(0.0);
-  float m = -1.0 / 0.0, l = 0.0;  // the softmax lanes' row maximum (both lanes of a row) and half-row sum
+  // The softmax lanes' row maximum (both lanes of a row) and half-row sum; a sink starts the row's sum at 1 (once:
+  // in the first lane of the row).
+  float m = pc.has_sinks != 0 ? sinks[h] : -1.0 / 0.0;
+  float l = pc.has_sinks != 0 && my_half == 0u ? 1.0 : 0.0;
   // The runs of rows of one sequence (see the top); row_seq is only read from here on, so every invocation finds
   // the same runs (the loop bounds are uniform). The rows in use are a prefix (-1 past n_tokens).
   for (uint run_begin = 0; run_begin < rows && row_seq[run_begin] >= 0;) {
     const int run_seq = row_seq[run_begin];
     uint run_end = run_begin + 1;
-    int max_pos = row_pos[run_begin];
-    while (run_end < rows && row_seq[run_end] == run_seq) max_pos = max(max_pos, row_pos[run_end++]);
+    int max_pos = row_pos[run_begin], min_pos = row_pos[run_begin];
+    while (run_end < rows && row_seq[run_end] == run_seq) {
+      max_pos = max(max_pos, row_pos[run_end]);
+      min_pos = min(min_pos, row_pos[run_end++]);
+    }
     const uint kv_end = uint(max_pos + 1);  // >= 1
+    // The first key a row of the run sees, and its block (keys before it are neither staged nor scored).
+    const uint kv_begin = pc.window > 0 && uint(min_pos) + 1u > pc.window ? uint(min_pos) + 1u - pc.window : 0u;
+    const uint j_first = kv_begin / BC * BC;
     const uint page_base = uint(run_seq) * pc.pages_per_seq;
     // This lane's row position inside the run (its keys 0..my_pos), -1 outside it (every key masked).
     const int run_pos = my_row >= run_begin && my_row < run_end ? my_pos : -1;
-    KV_PREFETCH(0u, true)
-    for (uint j0 = 0; j0 < kv_end; j0 += BC) {
+    KV_PREFETCH(j_first, true)
+    for (uint j0 = j_first; j0 < kv_end; j0 += BC) {
       KV_STAGE(j0, true)
       barrier();
       if (j0 + BC < kv_end) { KV_PREFETCH(j0 + BC, true) }
@@ -238,7 +253,9 @@ void main() {
       float bm = -1.0 / 0.0;
       [[unroll]] for (uint i = 0; i < 16; ++i) {
         const uint kk = 16 * my_half + ((i + my_row) & 15u);
-        sv[i] = int(j0 + kk) <= run_pos ? ss[my_row * BC + kk] * pc.scale : -1.0 / 0.0;
+        const int j = int(j0 + kk);
+        const bool seen = j <= run_pos && (pc.window == 0u || run_pos - j < int(pc.window));
+        sv[i] = seen ? ss[my_row * BC + kk] * pc.scale : -1.0 / 0.0;
         bm = max(bm, sv[i]);
       }
       const float m_new = max(m, max(bm, subgroupShuffleXor(bm, 1)));

@@ -16,6 +16,12 @@
 // Why: attention.comp gives each invocation one key (a subgroup's loads touch a cache line per key) and reduces
 // every block of keys with ~14 workgroup barriers; on the H100 decode attention was ~17 % of a 7B decode step.
 //
+// Sliding window (window > 0): keys j with positions[t] - j < window only. Each subgroup starts at the window's first
+// group of KEYS keys (a split before the window has no keys: m = -inf, l = 0), so keys before the window are not
+// read; keys of that first group before the window are masked like those past the end (scored on a valid key row).
+// Sinks (has_sinks, binding 10: one f32 logit per query head): subgroup 0 of split 0 starts its online softmax at
+// (m, l) = (sinks[h], 1), acc = 0 (a virtual key of value 0), so every merge below counts it exactly once.
+//
 // MERGE (spec constant 1): the last workgroup of a row to finish merges the row's splits itself (the formula of
 // attention_combine.comp), so no second dispatch and barrier follow: each workgroup writes its partial, makes it
 // visible device-wide and counts itself in counters[row] (atomicAdd); the one that brings the count to the number
@@ -59,6 +65,7 @@ layout(binding = 6) coherent buffer Counters { uint counters[]; };  // MERGE: pe
 layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: quantize_q8.comp's layout
 layout(binding = 8) readonly buffer Seq { int seq[]; };
 layout(binding = 9) readonly buffer Pages { int pages[]; };
+layout(binding = 10) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
 // Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift): a power of
@@ -68,7 +75,7 @@ layout(constant_id = 3) const uint PAGE_SIZE = 32;
 #include "q8_rows.glsl"
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
-  uint page_size; uint pages_per_seq;
+  uint page_size; uint pages_per_seq; uint window; uint has_sinks;
 } pc;
 
 const uint MAX_C = 4;            // vec4 of q / of the output per lane: head dims up to 16 * the subgroup size
@@ -120,7 +127,7 @@ void merge_splits(uint th, uint t, uint h) {
   if (tid < used) split_w[tid] = partials[row_base + tid * row_floats + pc.head_dim_v];
   barrier();
   float big_m = -1.0 / 0.0, den = 0.0;
-  for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // split 0 holds key 0: finite
+  for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // the split of the token's own key: finite
   barrier();
   if (tid < used) split_w[tid] = exp(split_w[tid] - big_m);
   barrier();
@@ -147,7 +154,10 @@ void main() {
   const uint t = th / pc.n_heads, h = th - t * pc.n_heads, g = h / (pc.n_heads / pc.n_kv_heads);
   const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
   const uint len = uint(positions[t]) + 1;
-  const uint key_begin = split * pc.split_keys, key_end = min(len, key_begin + pc.split_keys);
+  const uint split_begin = split * pc.split_keys, key_end = min(len, split_begin + pc.split_keys);
+  const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
+  // Groups of KEYS keys stay aligned (one page each): start at the group holding the window's first key.
+  const uint key_begin = max(split_begin, window_begin & ~(KEYS - 1u));
   const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;
   const uint page_base = uint(seq[t]) * pc.pages_per_seq;
 
@@ -157,7 +167,8 @@ void main() {
     qv[c] = d4 < D4 ? q4[th * D4 + d4] * pc.scale : vec4(0.0);
     acc[c] = vec4(0.0);
   }
-  float m = -1.0 / 0.0, l = 0.0;
+  const bool sink = pc.has_sinks != 0 && split == 0 && sg == 0;
+  float m = sink ? sinks[h] : -1.0 / 0.0, l = sink ? 1.0 : 0.0;
   // The page-table lookup of the next group is issued an iteration ahead, so the K loads never wait for it.
   uint row0 = key_begin + sg * KEYS < key_end ? cache_row(page_base, key_begin + sg * KEYS) : 0u;
   for (uint j0 = key_begin + sg * KEYS; j0 < key_end; j0 += n_sg * KEYS) {
@@ -165,8 +176,10 @@ void main() {
     const uint next_row0 = j_next < key_end ? cache_row(page_base, j_next) : 0u;
     float s[KEYS];
     uint row[KEYS];  // the keys' cache rows: one page-table lookup for the group (one page, see PAGE_SIZE)
+    const uint k_first = j0 < window_begin ? window_begin - j0 : 0u;  // keys before it are outside the window
     [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-      row[k] = row0 + min(k, key_end - 1u - j0);  // past the end: score a valid key, then drop it below
+      // Before the window or past the end: score a valid key of the group, then drop it below.
+      row[k] = row0 + clamp(k, k_first, key_end - 1u - j0);
       float part = 0.0;
       [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
         const uint d4 = lane + c * sgs;
@@ -176,12 +189,12 @@ void main() {
     }
     float m_new = m;
     [[unroll]] for (uint k = 0; k < KEYS; ++k)
-      if (j0 + k < key_end) m_new = max(m_new, s[k]);
+      if (j0 + k < key_end && k >= k_first) m_new = max(m_new, s[k]);
     const float corr = exp(m - m_new);  // 0 while m = -inf
     float p[KEYS];
     float p_sum = 0.0;
     [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-      p[k] = j0 + k < key_end ? exp(s[k] - m_new) : 0.0;
+      p[k] = j0 + k < key_end && k >= k_first ? exp(s[k] - m_new) : 0.0;
       p_sum += p[k];
     }
     l = l * corr + p_sum;

@@ -5,7 +5,8 @@
 // (Contraction could not change them today: every product feeding an add is exact - an 11-bit f16 mantissa times
 // codes of at most 6 + 5 bits - so `precise` guards against future edits; the test cannot tell fma from mul+add.)
 //
-// Usage: define exactly one WTYPE_<T> (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K) and, before
+// Usage: define exactly one WTYPE_<T> (F32 F16 BF16 Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS
+// MXFP4) and, before
 // including this file, declare the weights as plain 32-bit words (any binding):
 //   layout(binding = N) readonly buffer WeightBuf { uint weight_words[]; };
 // Provides:
@@ -20,7 +21,8 @@
 
 #if defined(WTYPE_F32) + defined(WTYPE_F16) + defined(WTYPE_BF16) + defined(WTYPE_Q4_0) + defined(WTYPE_Q4_1) + \
         defined(WTYPE_Q5_0) + defined(WTYPE_Q5_1) + defined(WTYPE_Q8_0) + defined(WTYPE_Q2_K) +                    \
-        defined(WTYPE_Q3_K) + defined(WTYPE_Q4_K) + defined(WTYPE_Q5_K) + defined(WTYPE_Q6_K) != 1
+        defined(WTYPE_Q3_K) + defined(WTYPE_Q4_K) + defined(WTYPE_Q5_K) + defined(WTYPE_Q6_K) +                    \
+        defined(WTYPE_IQ4_NL) + defined(WTYPE_IQ4_XS) + defined(WTYPE_MXFP4) != 1
 #error "dequant.glsl: define exactly one WTYPE_<type>"
 #endif
 
@@ -244,6 +246,73 @@ vec4 dequant4(uint row_byte, uint e) {
   precise const vec4 w = ds * vec4(q);
   return w;
 }
+
+// ---- table formats: 4-bit codes index a table of 16 signed integers (quant_blocks.h); codes laid out as Q4_0's ------
+// The table is 16 signed bytes in 4 words (code c: byte c % 4 of word c / 4), selected per component (no indexed
+// array: drivers may copy a constant array into private memory on every use).
+// IQ4_NL / IQ4_XS: {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113}
+// MXFP4 (E2M1 doubled): {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12}
+
+#elif defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS) || defined(WTYPE_MXFP4)
+#if defined(WTYPE_MXFP4)
+const uvec4 DQ_LUT_WORDS = uvec4(0x03020100u, 0x0C080604u, 0xFDFEFF00u, 0xF4F8FAFCu);
+#else
+const uvec4 DQ_LUT_WORDS = uvec4(0xBFAD9881u, 0xF6EADDCFu, 0x26190D01u, 0x71594535u);
+#endif
+// The table values of the 4 codes q (each < 16) as bytes (two's complement).
+uvec4 dq_lut_bytes(uvec4 q) {
+  const bvec4 b2 = notEqual(q & 4u, uvec4(0u));
+  const uvec4 w = mix(mix(uvec4(DQ_LUT_WORDS.x), uvec4(DQ_LUT_WORDS.y), b2),
+                      mix(uvec4(DQ_LUT_WORDS.z), uvec4(DQ_LUT_WORDS.w), b2), greaterThanEqual(q, uvec4(8u)));
+  return (w >> ((q & 3u) * 8u)) & 0xFFu;
+}
+// The table values of the 4 codes q, as floats (sign-extended bytes).
+vec4 dq_lut(uvec4 q) { return vec4((ivec4(dq_lut_bytes(q)) << 24) >> 24); }
+
+#if defined(WTYPE_IQ4_NL)
+// IQ4_NL (18 bytes): [0,2) f16 d | [2,18) qs[16]. j < 16: qs[j].lo, j >= 16: qs[j-16].hi.    w = d * table[q]
+#define WEIGHT_BLOCK_ELEMS 32
+#define WEIGHT_BLOCK_BYTES 18
+vec4 dequant4(uint row_byte, uint e) {
+  const uint blk = row_byte + (e >> 5) * 18u, j = e & 31u;
+  const float d = read_f16(blk);
+  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 2u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  precise const vec4 w = d * dq_lut(q);
+  return w;
+}
+
+#elif defined(WTYPE_IQ4_XS)
+// IQ4_XS (136 bytes): [0,2) f16 d | [2,4) scales_h (u16) | [4,8) scales_l[4] | [8,136) qs[128]. Sub-block s = j/32:
+//   6-bit code ls = nibble s%2 of scales_l[s/2] | bits 2s..2s+1 of scales_h << 4; codes qs[16s ..] as IQ4_NL's.
+//                                                                                     w = (d * (ls - 32)) * table[q]
+#define WEIGHT_BLOCK_ELEMS 256
+#define WEIGHT_BLOCK_BYTES 136
+vec4 dequant4(uint row_byte, uint e) {
+  const uint blk = row_byte + (e >> 8) * 136u, j = e & 255u, s = j / 32u, l = j & 31u;
+  const float d = read_f16(blk);
+  const uint ls = ((read_u8(blk + 4u + s / 2u) >> (4u * (s & 1u))) & 0x0Fu) | (((read_u16(blk + 2u) >> (2u * s)) & 3u) << 4);
+  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 8u + 16u * s + (l & 15u)) >> (l & 16u) / 4u) & 0x0Fu;
+  precise const float dl = d * float(int(ls) - 32);
+  precise const vec4 w = dl * dq_lut(q);
+  return w;
+}
+
+#else
+// MXFP4 (17 bytes: blocks start at any byte): [0] e (E8M0) | [1,17) qs[16], codes as Q4_0's. The table is the E2M1
+// values doubled, so the scale is 2^(e - 128) (e = 0, 1: subnormal, which a device may flush to 0).
+//                                                                                          w = table[q] * 2^(e - 128)
+#define WEIGHT_BLOCK_ELEMS 32
+#define WEIGHT_BLOCK_BYTES 17
+// 2^(e - 128) from the E8M0 byte e.
+float dq_e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : (e - 1u) << 23); }
+vec4 dequant4(uint row_byte, uint e) {
+  const uint blk = row_byte + (e >> 5) * 17u, j = e & 31u;
+  const float d = dq_e8m0_half(read_u8(blk));
+  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 1u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  precise const vec4 w = dq_lut(q) * d;
+  return w;
+}
+#endif
 
 #endif
 

@@ -10,7 +10,8 @@
 // Slots are numbered so that neighbouring invocations read neighbouring activations (a subgroup's vec4 loads cover
 // whole 64- or 128-byte runs) and neighbouring weight bytes. Per slot an invocation loads its activations once
 // (MV_NX vec4, reused by every row), then per row reads its code words and the scales they need with 32-bit loads
-// (blocks of 18/22/34/110/210 bytes start at even bytes: a word that starts mid-word is put together from two), and
+// (blocks of 18/22/34/110/210 bytes start at even bytes: a word that starts mid-word is put together from two; MXFP4's
+// 17-byte blocks at any byte, through read_u32_unaligned), and
 // adds scale * dot(codes, x) to an f32 partial sum. Codes become floats exactly through the 2^23 trick: the bits
 // 0x4B000000 | byte are the float 2^23 + byte, so one OR and one subtraction (which also removes the code's offset,
 // e.g. the 8 of Q4_0) replace an integer-to-float conversion. Partial sums are reduced with subgroupAdd, then across
@@ -117,8 +118,10 @@ float mv_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 //   MV_SLOT_SHIFT                       log2(elements per slot)
 //   MV_NX                               4-element groups of activations per slot (a vec4 in x4, a code word in xq)
 //   uint mv_x4(s, j)                    index (within the token's row, in 4-element groups) of slot s's j-th group
-#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q8_0)
-// Legacy 32-element blocks: slot s = quarter k = s % 4 of block u = s / 4; group 0 = elements 4k..4k+3 of the block,
+#if defined(WTYPE_Q4_0) || defined(WTYPE_Q4_1) || defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1) || defined(WTYPE_Q8_0) || \
+    defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS) || defined(WTYPE_MXFP4)
+// Legacy 32-element blocks (and the table formats, whose codes are laid out as Q4_0's in every block of 32; IQ4_XS's
+// super-block holds 8 of them): slot s = quarter k = s % 4 of block u = s / 4; group 0 = elements 4k..4k+3 of the block,
 // group 1 = elements 16 + 4k .. 16 + 4k + 3 (for the 4-bit types the low and high nibbles of code word k).
 #define MV_LEGACY
 #define MV_SLOT_SHIFT 3u
@@ -216,6 +219,56 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   return dm.x * dot_q + dm.y * xsum.x;
 #endif
 }
+
+#elif defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS) || defined(WTYPE_MXFP4)
+// Table formats: 4 codes (bytes of a nibble word) become 4 table values (dequant.glsl's dq_lut_bytes), packed as
+// bytes: signed int8 for the integer dot product (X_Q8), or value + 128 (0..255, the 2^23 trick's range) with the
+// bias 128 for f32 activations.
+#if defined(X_Q8)
+const float MV_LUT_BIAS = 0.0;
+const uint MV_LUT_FLIP = 0u;
+#else
+const float MV_LUT_BIAS = 128.0;
+const uint MV_LUT_FLIP = 0x80u;  // two's complement byte ^ 0x80 = value + 128
+#endif
+// n: 4 codes, one per byte (each < 16).
+uint mv_lut4(uint n) {
+  const uvec4 b = dq_lut_bytes(dq_bytes(n)) ^ MV_LUT_FLIP;
+  return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+}
+// The slot's code word q (low nibbles: group 0, high nibbles: group 1) dotted with its activations, unscaled.
+float mv_lut_dot(uint q, const MvAct a) {
+  return mv_dot(mv_lut4(q & 0x0F0F0F0Fu), MV_LUT_BIAS, a, 0) + mv_dot(mv_lut4((q >> 4) & 0x0F0F0F0Fu), MV_LUT_BIAS, a, 1);
+}
+
+#if defined(WTYPE_IQ4_NL)
+// 18 bytes: f16 d | qs[16].                                                                  w = d * table[q]
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint b = row_byte + 18u * (s >> 2);
+  return mv_f16(b) * mv_lut_dot(mv_load4(b + 2u + 4u * (s & 3u)), a);
+}
+
+#elif defined(WTYPE_IQ4_XS)
+// 136 bytes (word-aligned): f16 d, u16 scales_h | scales_l[4] | qs[128]; block u = s / 4 is sub-block u % 8 of
+// super-block u / 8, its 6-bit code: nibble of scales_l at bit 4 (u % 8) | bits 2 (u % 8) of scales_h << 4.
+//                                                                                     w = (d * (ls - 32)) * table[q]
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint u = s >> 2, ib = u & 7u;
+  const uint w = (row_byte >> 2) + 34u * (u >> 3);
+  const uint w0 = weight_words[w];
+  const uint ls = ((weight_words[w + 1u] >> (4u * ib)) & 0x0Fu) | (((w0 >> (16u + 2u * ib)) & 3u) << 4);
+  const float dl = unpackHalf2x16(w0).x * (mv_float(ls) - 32.0);
+  return dl * mv_lut_dot(weight_words[w + 2u + 4u * ib + (s & 3u)], a);
+}
+
+#else  // MXFP4
+// 17 bytes (blocks start at any byte): e (E8M0) | qs[16].                          w = table[q] * 2^(e - 128)
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint b = row_byte + 17u * (s >> 2);
+  const uint e = read_u8(b);
+  return dq_e8m0_half(e) * mv_lut_dot(read_u32_unaligned(b + 1u + 4u * (s & 3u)), a);
+}
+#endif
 
 #elif defined(WTYPE_Q8_0)
 // 34 bytes: f16 d | int8 qs[32]; quarter k holds code words k and k + 4.                     w = qs * d

@@ -3,7 +3,8 @@
 // i < rope_dims / 2); grid-stride loop. theta = positions[t] * inv_freq[i], where the host computed
 // inv_freq[i] = freq_scale * base^(-2i / rope_dims) / freq_factor[i] in double precision. The pair is
 // (x[2i], x[2i+1]) when ADJACENT (spec constant 1 = 1: llama) or (x[i], x[i + rope_dims/2]) (NEOX halves: qwen2/3).
-// The angle is reduced to [-pi, pi] before cos/sin (Vulkan only bounds their error there).
+// The angle is reduced to [-pi, pi] before cos/sin (Vulkan only bounds their error there). inv_freq[half_dims] is
+// the magnitude factor (YaRN, attn_factor; rope.glsl).
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ADJACENT = 1;
@@ -25,7 +26,7 @@ void main() {
     const uint base = th * pc.head_dim;
     const uint ia = ADJACENT != 0 ? base + 2 * i : base + i;
     const uint ib = ADJACENT != 0 ? ia + 1 : ia + half_dims;
-    const vec2 r = rope_rotate(x[ia], x[ib], positions[t], inv_freq[i]);
+    const vec2 r = rope_rotate(x[ia], x[ib], positions[t], inv_freq[i], inv_freq[half_dims]);
     x[ia] = r.x;
     x[ib] = r.y;
   }

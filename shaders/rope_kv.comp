@@ -55,7 +55,7 @@ void main() {
     if (r < q_items) {
       const uint h = r / half_dims, i = r - h * half_dims;
       const uvec2 e = (t * pc.n_heads + h) * pc.head_dim + pair_of(i, half_dims);
-      const vec2 rot = rope_rotate(q[e.x], q[e.y], p, inv_freq[i]);
+      const vec2 rot = rope_rotate(q[e.x], q[e.y], p, inv_freq[i], inv_freq[half_dims]);
       q[e.x] = rot.x;
       q[e.y] = rot.y;
       continue;
@@ -67,7 +67,7 @@ void main() {
       const uint src = t * k_width, dst = uint(rows[t]) * k_width;
       if (i < half_dims) {
         const uvec2 e = head + pair_of(i, half_dims);
-        const vec2 rot = rope_rotate(k[src + e.x], k[src + e.y], p, inv_freq[i]);
+        const vec2 rot = rope_rotate(k[src + e.x], k[src + e.y], p, inv_freq[i], inv_freq[half_dims]);
         k[src + e.x] = rot.x;
         k[src + e.y] = rot.y;
         k_cache[dst + e.x] = CACHE_T(rot.x);

@@ -28,14 +28,14 @@ greta_add_shader(attention_f32 attention.comp)
 greta_add_shader(attention_f32_kvf16 attention.comp DEFINES CACHE_F16)
 greta_add_shader(attention_f32_kvq8 attention.comp DEFINES CACHE_Q8)
 greta_add_shader(gather_rows_f32 gather_rows.comp)
-greta_add_shader(swiglu_f32 swiglu.comp)
+greta_add_shader(glu_f32 glu.comp)
 greta_add_shader(add_inplace_f32 add_inplace.comp)
 greta_add_shader(add_bias_f32 add_bias.comp)
 greta_add_shader(convert_f16 convert_f16.comp)
 
 # Ops that read weights: one variant per weight type, the type chosen by WTYPE_<T> (dequant.glsl). The host maps a
 # GgmlType to these IDs in src/vk/backend/weight_shaders.cpp.
-set(GRETA_WEIGHT_TYPES f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
+set(GRETA_WEIGHT_TYPES f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)
 foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   string(TOUPPER "${t}" T)
   greta_add_shader(embed_${t} embed.comp DEFINES WTYPE_${T})
@@ -43,6 +43,18 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   greta_add_shader(matmul_tiled_${t} matmul_tiled.comp DEFINES WTYPE_${T})
   greta_add_shader(matmul_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} REQUIRES coopmat)
   greta_add_shader(matmul_coopmat_x16_${t} matmul_coopmat.comp DEFINES WTYPE_${T} X_F16 REQUIRES coopmat)
+endforeach()
+
+# Mixture of experts (src/vk/backend/op_moe.cpp): routing, the weighted sum, and the expert matmuls per weight type:
+# moe_matvec_<type> for a few tokens (each slot reads only its expert's rows), moe_gemm_<type> over the slots
+# grouped by expert (moe_group) for prefill and batched steps.
+greta_add_shader(moe_route_f32 moe_route.comp)
+greta_add_shader(moe_combine_f32 moe_combine.comp)
+greta_add_shader(moe_group moe_group.comp)
+foreach(t IN LISTS GRETA_WEIGHT_TYPES)
+  string(TOUPPER "${t}" T)
+  greta_add_shader(moe_matvec_${t} moe_matvec.comp DEFINES WTYPE_${T})
+  greta_add_shader(moe_gemm_${t} moe_gemm.comp DEFINES WTYPE_${T})
 endforeach()
 
 # Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).
@@ -53,7 +65,7 @@ greta_add_shader(attention_coopmat_f16_kvq8 attention_coopmat.comp DEFINES CACHE
 # Decode matvec, block-wise (shaders/matvec_block.comp): the quantized types, chosen by op_matvec.cpp (f32/f16/bf16
 # keep matvec_<type>); matvec_q8_<type> takes int8 activations (X_Q8) on devices with integer dot products. Paired
 # with GgmlTypes in src/vk/backend/weight_shaders.cpp.
-foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k)
+foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)
   string(TOUPPER "${t}" T)
   greta_add_shader(matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T})
   greta_add_shader(matvec_q8_${t} matvec_block.comp DEFINES WTYPE_${T} X_Q8 REQUIRES intdot)

@@ -128,7 +128,9 @@ float* CpuBackend::f32(CpuPlan& plan, BufferId id) {
   return plan.buffers[size_t(id)]->f32.data();
 }
 
-const int32_t* CpuBackend::i32(CpuPlan& plan, BufferId id) {
+const int32_t* CpuBackend::i32(CpuPlan& plan, BufferId id) { return i32_mut(plan, id); }
+
+int32_t* CpuBackend::i32_mut(CpuPlan& plan, BufferId id) {
   GRETA_CHECK(id >= 0 && size_t(id) < plan.buffers.size() && plan.buffers[size_t(id)]->type == ElemType::I32,
               "i32 buffer ", id);
   return plan.buffers[size_t(id)]->i32.data();
@@ -180,6 +182,10 @@ void CpuBackend::run_op(CpuPlan& plan, const PlanOp& op) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, EmbedOp>) {
           embed(pool_, weight(o.table), i32(plan, o.tokens), o.n_tokens, f32(plan, o.out));
+          if (o.scale != 1.f) {
+            float* out = f32(plan, o.out);
+            for (int64_t i = 0; i < o.n_tokens * o.dim; ++i) out[i] *= o.scale;
+          }
         } else if constexpr (std::is_same_v<T, RmsNormOp>) {
           rmsnorm(pool_, f32(plan, o.in) + o.in_row_offset * o.width, vector_weight(o.weight), f32(plan, o.out),
                   o.rows, o.width, o.eps);
@@ -192,7 +198,8 @@ void CpuBackend::run_op(CpuPlan& plan, const PlanOp& op) {
         } else if constexpr (std::is_same_v<T, RopeOp>) {
           rope(pool_, f32(plan, o.x), i32(plan, o.positions), o.n_tokens, o.n_heads, o.head_dim, o.rope_dims,
                o.pairing, o.base, o.freq_scale,
-               o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors));
+               o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors),
+               RopeYarn{o.ext_factor, o.attn_factor, o.yarn_low, o.yarn_high});
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
           CacheView c = cache(plan, o.cache);
           c.rows = o.cache_rows;
@@ -206,12 +213,22 @@ void CpuBackend::run_op(CpuPlan& plan, const PlanOp& op) {
                       op.label);
           attention(pool_, {f32(plan, o.q), k, v, i32(plan, o.positions), i32(plan, o.seq), i32(plan, o.page_table),
                             f32(plan, o.out), o.n_tokens, o.n_heads, o.n_kv_heads, o.head_dim, o.head_dim_v, o.n_seqs,
-                            o.page_size, o.pages_per_seq, o.scale});
+                            o.page_size, o.pages_per_seq, o.scale, o.window,
+                            o.sinks == kNoWeight ? nullptr : vector_weight(o.sinks)});
         } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
           const int64_t in_rows = plan.buffers[size_t(o.in)]->elems() / o.width;
           gather_rows(f32(plan, o.in), i32(plan, o.rows), f32(plan, o.out), o.n_rows, o.width, in_rows);
-        } else if constexpr (std::is_same_v<T, SwiGluOp>) {
-          swiglu(pool_, f32(plan, o.gate), f32(plan, o.up), f32(plan, o.out), o.elems);
+        } else if constexpr (std::is_same_v<T, GluOp>) {
+          glu(pool_, o.kind, f32(plan, o.gate), f32(plan, o.up), f32(plan, o.out), o.elems, o.alpha, o.limit);
+        } else if constexpr (std::is_same_v<T, MoeRouteOp>) {
+          moe_route(pool_, f32(plan, o.logits), i32_mut(plan, o.experts), f32(plan, o.weights), o.n_tokens,
+                    o.n_experts, o.k, o.gating, o.normalize);
+        } else if constexpr (std::is_same_v<T, MoeMatMulOp>) {
+          moe_matmul(pool_, {weight(o.weight), o.bias == kNoWeight ? WeightView{} : weight(o.bias), f32(plan, o.in),
+                             i32(plan, o.experts), f32(plan, o.out), o.n_tokens, o.k, o.in_features, o.out_features,
+                             o.n_experts, o.per_slot_input});
+        } else if constexpr (std::is_same_v<T, MoeCombineOp>) {
+          moe_combine(pool_, f32(plan, o.in), f32(plan, o.weights), f32(plan, o.out), o.n_tokens, o.k, o.width);
         } else {
           static_assert(std::is_same_v<T, AddOp>);
           add(pool_, f32(plan, o.x), f32(plan, o.y), o.elems);
@@ -230,7 +247,11 @@ void CpuBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
     GRETA_CHECK(offset % kKvQ8Block == 0, "q8_0 read from inside a block");
     return floats_from_elems(b.type, b.q8.data() + offset / kKvQ8Block * kKvQ8Words, dst);
   }
-  GRETA_CHECK(b.type == ElemType::F32, "read of an I32 buffer");
+  if (b.type == ElemType::I32) {  // ids (MoE experts) as floats: exact below 2^24
+    std::transform(b.i32.begin() + offset, b.i32.begin() + offset + int64_t(dst.size()), dst.begin(),
+                   [](int32_t v) { return float(v); });
+    return;
+  }
   std::memcpy(dst.data(), b.f32.data() + offset, dst.size_bytes());
 }
 
@@ -244,7 +265,10 @@ void CpuBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
     GRETA_CHECK(offset % kKvQ8Block == 0 && int64_t(src.size()) % kKvQ8Block == 0, "q8_0 write of partial blocks");
     return elems_from_floats(b.type, src, b.q8.data() + offset / kKvQ8Block * kKvQ8Words);
   }
-  GRETA_CHECK(b.type == ElemType::F32, "write of an I32 buffer");
+  if (b.type == ElemType::I32) {  // ids (MoE experts; verify's resync) from floats
+    std::transform(src.begin(), src.end(), b.i32.begin() + offset, [](float v) { return int32_t(v); });
+    return;
+  }
   std::memcpy(b.f32.data() + offset, src.data(), src.size_bytes());
 }
 

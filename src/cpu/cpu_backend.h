@@ -62,6 +62,7 @@ protected:
 
   float* f32(CpuPlan& plan, engine::BufferId id);
   const int32_t* i32(CpuPlan& plan, engine::BufferId id);
+  int32_t* i32_mut(CpuPlan& plan, engine::BufferId id);
   CacheView cache(CpuPlan& plan, engine::BufferId id);  // an F32 or F16 buffer as a KV cache
   const WeightView& weight(engine::WeightId id) const;
   const float* vector_weight(engine::WeightId id) const;  // a 1-row weight (norm, bias) as fp32

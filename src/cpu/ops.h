@@ -40,9 +40,13 @@ void add_bias(ThreadPool& pool, float* x, const float* bias, int64_t rows, int64
 
 // In-place rotary embedding; x is [n_tokens, n_heads, head_dim] (see RopeOp in engine/plan.h). freq_factors is
 // [rope_dims / 2] or null (all ones).
+// yarn: ext_factor, attn_factor and the correction dims of RopeOp (all defaults: plain rope).
+struct RopeYarn {
+  float ext_factor = 0.f, attn_factor = 1.f, low = 0.f, high = 0.f;
+};
 void rope(ThreadPool& pool, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
           int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
-          const float* freq_factors = nullptr);
+          const float* freq_factors = nullptr, const RopeYarn& yarn = {});
 
 // A KV cache as stored: `rows` rows of f32, f16 or q8_0 (engine::ElemType; q8_0: engine/kv_q8.h).
 struct CacheView {
@@ -67,14 +71,33 @@ struct AttentionArgs {
   int64_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
   int64_t n_seqs, page_size, pages_per_seq;
   float scale;
+  int64_t window = 0;             // sliding window (0: none)
+  const float* sinks = nullptr;   // [n_heads] sink logits, or null
 };
 void attention(ThreadPool& pool, const AttentionArgs& a);
 
 // out[r, :] = in[rows[r], :]; rows must lie in [0, in_rows) (checked).
 void gather_rows(const float* in, const int32_t* rows, float* out, int64_t n_rows, int64_t width, int64_t in_rows);
 
-// out = silu(gate) * up; out may alias gate or up.
-void swiglu(ThreadPool& pool, const float* gate, const float* up, float* out, int64_t n);
+// out = act(gate) * up (engine::GluKind); out may alias gate or up. alpha, limit: SwiGluOai's.
+void glu(ThreadPool& pool, engine::GluKind kind, const float* gate, const float* up, float* out, int64_t n,
+         float alpha = 1.702f, float limit = 7.f);
+
+// Mixture of experts (engine/plan.h, MoeRouteOp ...).
+void moe_route(ThreadPool& pool, const float* logits, int32_t* experts, float* weights, int64_t n_tokens,
+               int64_t n_experts, int64_t k, engine::MoeGating gating, bool normalize);
+struct MoeMatMulArgs {
+  WeightView weight;         // [n_experts * out_features, in_features]
+  WeightView bias;           // [n_experts, out_features] F32; data null when none
+  const float* in;           // [n_tokens, per_slot_input ? k : 1, in_features]
+  const int32_t* experts;    // [n_tokens, k]
+  float* out;                // [n_tokens, k, out_features]
+  int64_t n_tokens, k, in_features, out_features, n_experts;
+  bool per_slot_input;
+};
+void moe_matmul(ThreadPool& pool, const MoeMatMulArgs& a);
+void moe_combine(ThreadPool& pool, const float* in, const float* weights, float* out, int64_t n_tokens, int64_t k,
+                 int64_t width);
 
 // x += y.
 void add(ThreadPool& pool, float* x, const float* y, int64_t n);

@@ -80,8 +80,9 @@ inline bool is_step_input(BufferRole role) {
 
 struct BufferDecl {
   std::string name;  // "x", "q", "blk.3.k_cache": shown by verify mode and profiles
-  // F32 activations and logits, I32 step inputs, F32, F16 or Q8_0 KV caches. Backends read() and write() every F32,
-  // F16 or Q8_0 buffer as floats (F16 converted, round to nearest even; Q8_0 in whole blocks of 32, engine/kv_q8.h).
+  // F32 activations and logits, I32 step inputs and MoE expert ids, F32, F16 or Q8_0 KV caches. Backends read()
+  // and write() every F32, F16 or Q8_0 buffer as floats (F16 converted, round to nearest even; Q8_0 in whole blocks
+  // of 32, engine/kv_q8.h), and I32 scratch buffers as floats too (the expert ids verify mode compares and resyncs).
   ElemType type = ElemType::F32;
   BufferRole role = BufferRole::Scratch;
   int64_t elems = 0;
@@ -90,12 +91,13 @@ struct BufferDecl {
 // --- ops ----------------------------------------------------------------------------------------------------------
 // Every op names its buffers and weights and carries the sizes it needs; nothing is implied by the op order.
 
-// out[t, :] = dequantized row tokens[t] of `table` (any weight type).
+// out[t, :] = scale * dequantized row tokens[t] of `table` (any weight type). gemma3 scales by sqrt(dim).
 struct EmbedOp {
   WeightId table;     // [vocab, dim]
   BufferId tokens;    // [n_tokens] I32
   BufferId out;       // [n_tokens, dim]
   int64_t n_tokens, dim;
+  float scale = 1.f;
 };
 
 // out[r, :] = in[in_row_offset + r, :] / sqrt(mean(in row^2) + eps) * weight. The per-head Q/K norm of qwen3 is the
@@ -127,7 +129,13 @@ struct AddBiasOp {
 // In-place rotary embedding of the first rope_dims of each head at position positions[t]:
 // theta_i = positions[t] * freq_scale * base^(-2i / rope_dims) / freq_factors[i], i < rope_dims/2, rotating the
 // pair (x[2i], x[2i+1]) for Adjacent or (x[i], x[i + rope_dims/2]) for NeoxHalves. freq_factors (Llama-3.1-style
-// long-context rope, rope_freqs.weight) is optional: kNoWeight means all ones.
+// long-context rope, rope_freqs.weight; phi3's LongRoPE factors) is optional: kNoWeight means all ones.
+//
+// YaRN (ggml_rope_ext's ext_factor != 0): with e_i = positions[t] * base^(-2i / rope_dims) / freq_factors[i] the
+// unscaled angle, ramp_i = 1 - clamp((i - yarn_low) / max(0.001, yarn_high - yarn_low), 0, 1) and
+// mix_i = ramp_i * ext_factor, theta_i = freq_scale * e_i * (1 - mix_i) + e_i * mix_i, and both cos and sin are
+// multiplied by attn_factor * (1 + 0.1 * ln(1 / freq_scale)). Without YaRN (ext_factor 0) they are multiplied by
+// attn_factor alone. yarn_low/high are ggml_rope_yarn_corr_dims' (engine/rope_yarn.h computes them).
 struct RopeOp {
   BufferId x;         // [n_tokens, n_heads, head_dim]
   BufferId positions; // [n_tokens] I32
@@ -135,6 +143,8 @@ struct RopeOp {
   model::RopePairing pairing;
   float base, freq_scale;
   WeightId freq_factors = kNoWeight;  // [rope_dims / 2]
+  float ext_factor = 0.f, attn_factor = 1.f;
+  float yarn_low = 0.f, yarn_high = 0.f;
 };
 
 // cache[rows[t], :] = src[t, :] (converted to the cache's element type: F32, F16 with round to nearest even, or
@@ -148,10 +158,14 @@ struct KvWriteOp {
 };
 
 // Causal attention over the paged cache: token t of sequence row s = seq[t] at position p = positions[t], query
-// head h, attends to its sequence's keys j = 0..p of KV head g = h / (n_heads / n_kv_heads) (GQA; MQA when
+// head h, attends to its sequence's keys j = j0..p of KV head g = h / (n_heads / n_kv_heads) (GQA; MQA when
 // n_kv_heads = 1), key j at cache row R(s, j) = page_table[s * pages_per_seq + j / page_size] * page_size +
 // j % page_size:
 //   out[t, h, :] = sum_j softmax_j(scale * q[t, h, :] . k[R(s, j), g, :]) * v[R(s, j), g, :]
+// j0 = 0, or with a sliding window (window > 0: gemma3, gpt-oss) j0 = max(0, p - window + 1): key j is seen when
+// p - j < window (llama.cpp's LLAMA_SWA_TYPE_STANDARD). With sinks (gpt-oss), head h's softmax has one more logit,
+// sinks[h], that takes part in the maximum and the denominator but adds no value row:
+//   out[t, h, :] = sum_j e^(s_j - m) v_j / (e^(sinks[h] - m) + sum_j e^(s_j - m)),  m = max(sinks[h], max_j s_j).
 // The engine guarantees: the tokens of one sequence are consecutive in the step with increasing positions; the
 // table entries for j <= the largest position of the sequence in the step are valid pages (others are 0); K and V
 // of this step's tokens are written (KvWriteOp) before the attention runs.
@@ -169,6 +183,8 @@ struct AttentionOp {
   // A hint from PlanShape::decode: every token is its sequence's only one in the step (a batched decode step). The
   // result is the same either way; backends use it to pick per-row split-K kernels over tiles of queries.
   bool one_query_per_seq = false;
+  int64_t window = 0;           // sliding window in positions; 0: the whole sequence
+  WeightId sinks = kNoWeight;   // [n_heads] F32 attention-sink logits, or none
 };
 
 // out[r, :] = in[rows[r], :] for r < n_rows: the rows whose logits a step returns (the last token of each sequence
@@ -180,10 +196,62 @@ struct GatherRowsOp {
   int64_t n_rows, width;
 };
 
-// out = silu(gate) * up, elementwise; silu(g) = g / (1 + exp(-g)).
-struct SwiGluOp {
-  BufferId gate, up, out;  // [n_tokens, ffn_dim] each
+// Gated linear unit, elementwise: out = act(gate) * up.
+enum class GluKind {
+  SiLU,       // silu(g) * u, silu(g) = g / (1 + exp(-g))   (llama, qwen2/3, phi3, qwen3moe)
+  GeluTanh,   // gelu(g) * u, gelu(g) = 0.5 g (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2)))   (gemma3)
+  SwiGluOai,  // gpt-oss: x = min(g, limit), y = clamp(u, -limit, limit), out = x / (1 + exp(-alpha x)) * (y + 1)
+};
+inline const char* glu_kind_name(GluKind kind) {
+  switch (kind) {
+    case GluKind::SiLU: return "silu";
+    case GluKind::GeluTanh: return "gelu_tanh";
+    case GluKind::SwiGluOai: return "swiglu_oai";
+  }
+  return "?";
+}
+struct GluOp {
+  BufferId gate, up, out;  // [n_tokens, ffn_dim] each (MoE: [n_tokens, k, ffn_dim])
   int64_t elems;
+  GluKind kind = GluKind::SiLU;
+  float alpha = 1.702f, limit = 7.f;  // SwiGluOai only
+};
+
+// --- mixture of experts: route, per-expert matmuls, weighted sum --------------------------------------------------
+
+// How a token's router logits pick its experts and their weights.
+enum class MoeGating {
+  SoftmaxTopK,   // qwen3moe: p = softmax(logits); the k largest p; weights = those p (over their sum if normalize)
+  TopKSoftmax,   // gpt-oss: the k largest logits; weights = softmax over those k logits
+};
+// experts[t, s], weights[t, s] for s < k: token t's experts by decreasing logit (ties to the lower expert id) and
+// their weights. Normalizing divides by max(sum, 6.103515625e-5), as llama.cpp does.
+struct MoeRouteOp {
+  BufferId logits;    // [n_tokens, n_experts] F32 (router matmul, plus its bias when the model has one)
+  BufferId experts;   // [n_tokens, k] I32
+  BufferId weights;   // [n_tokens, k] F32
+  int64_t n_tokens, n_experts, k;
+  MoeGating gating = MoeGating::SoftmaxTopK;
+  bool normalize = false;
+};
+// out[t, s, :] = W_e . in[t, i, :] (+ bias[e, :]) for e = experts[t, s], i = s when per_slot_input else 0.
+// The weight is the 3-D expert tensor as a matrix of n_experts * out_features rows: expert e's row r is row
+// e * out_features + r (GGUF's [in_features, out_features, n_experts]); the bias is [n_experts, out_features].
+struct MoeMatMulOp {
+  BufferId in;        // [n_tokens, 1 or k, in_features]
+  BufferId experts;   // [n_tokens, k] I32
+  BufferId out;       // [n_tokens, k, out_features]
+  WeightId weight;    // [n_experts * out_features, in_features]
+  WeightId bias = kNoWeight;  // [n_experts, out_features] F32, or none
+  int64_t n_tokens, k, in_features, out_features, n_experts;
+  bool per_slot_input = false;
+};
+// out[t, :] = sum over s = 0..k-1 (in that order) of weights[t, s] * in[t, s, :].
+struct MoeCombineOp {
+  BufferId in;        // [n_tokens, k, width]
+  BufferId weights;   // [n_tokens, k] F32
+  BufferId out;       // [n_tokens, width]
+  int64_t n_tokens, k, width;
 };
 
 // x += y, elementwise (the residual connections).
@@ -192,11 +260,13 @@ struct AddOp {
   int64_t elems;
 };
 
-using OpVariant = std::variant<EmbedOp, RmsNormOp, MatMulOp, AddBiasOp, RopeOp, KvWriteOp, AttentionOp, SwiGluOp,
-                               AddOp, GatherRowsOp>;
+using OpVariant = std::variant<EmbedOp, RmsNormOp, MatMulOp, AddBiasOp, RopeOp, KvWriteOp, AttentionOp, GluOp,
+                               AddOp, GatherRowsOp, MoeRouteOp, MoeMatMulOp, MoeCombineOp>;
 
 // variant order
-enum class OpKind { Embed, RmsNorm, MatMul, AddBias, Rope, KvWrite, Attention, SwiGlu, Add, GatherRows };
+enum class OpKind {
+  Embed, RmsNorm, MatMul, AddBias, Rope, KvWrite, Attention, Glu, Add, GatherRows, MoeRoute, MoeMatMul, MoeCombine
+};
 const char* op_kind_name(OpKind kind);
 
 struct PlanOp {
@@ -278,6 +348,24 @@ StepArrays single_sequence_step(const Plan& plan, std::span<const int32_t> token
 
 // Builds the forward pass of `config`'s architecture. Throws greta::Error for shapes it cannot plan.
 Plan build_plan(const model::ModelConfig& config, const ModelWeights& weights, const PlanShape& shape);
+
+// Features of ops beyond the plain llama block, so that a backend that lacks one refuses the plan with a clear
+// message at prepare() instead of computing something else. A backend lists what it has (Backend::features).
+enum OpFeature : uint32_t {
+  kFeatureEmbedScale = 1u << 0,     // EmbedOp::scale != 1
+  kFeatureRopeScaling = 1u << 1,    // RopeOp: YaRN (ext_factor) or attn_factor != 1
+  kFeatureSlidingWindow = 1u << 2,  // AttentionOp::window
+  kFeatureSinks = 1u << 3,          // AttentionOp::sinks
+  kFeatureGeluGlu = 1u << 4,        // GluOp GeluTanh
+  kFeatureOaiGlu = 1u << 5,         // GluOp SwiGluOai
+  kFeatureMoe = 1u << 6,            // MoeRouteOp, MoeMatMulOp, MoeCombineOp
+};
+inline constexpr uint32_t kAllOpFeatures = (1u << 7) - 1;
+uint32_t op_features(const PlanOp& op);
+// "sliding-window attention, attention sinks" for a set of features.
+std::string feature_names(uint32_t features);
+// Throws greta::Error naming the first op of `plan` that needs a feature outside `supported`.
+void require_features(const Plan& plan, uint32_t supported, const std::string& backend);
 
 // The elements an op writes (verify mode compares exactly these). For KvWrite these are the step's rows of the
 // cache, one region per token.

@@ -23,6 +23,8 @@ int64_t row_count(const PlanOp& op) {
           return o.n_tokens;
         else if constexpr (std::is_same_v<T, RmsNormOp> || std::is_same_v<T, AddBiasOp>) return o.rows;
         else if constexpr (std::is_same_v<T, GatherRowsOp>) return o.n_rows;
+        else if constexpr (std::is_same_v<T, MoeMatMulOp>) return o.n_tokens * o.k;  // one row per (token, slot)
+        else if constexpr (std::is_same_v<T, MoeCombineOp>) return o.n_tokens;
         else return 0;  // elementwise ops over whole buffers (the verify step's token count is not known here)
       },
       op.op);
@@ -40,7 +42,8 @@ std::string VerifyReport::summary() const {
     return cat("verify OK: ", tested, " vs ", reference, ", ", checks.size(), " op runs, worst NMSE ", sci(worst_nmse));
   const OpCheck& f = *first_failure;
   return cat("verify FAILED: ", tested, " vs ", reference, ": step ", f.step, " op ", f.op_index, " ", f.label, " (",
-             op_kind_name(f.kind), f.layer >= 0 ? cat(", layer ", f.layer) : std::string(), ")",
+             op_kind_name(f.kind), f.layer >= 0 ? cat(", layer ", f.layer) : std::string(),
+             f.expert >= 0 ? cat(", expert ", f.expert) : std::string(), ")",
              f.seq >= 0 ? cat(" in sequence ", f.seq) : std::string(), f.token >= 0 ? cat(" at token ", f.token) : std::string(),
              ": NMSE ", sci(f.nmse), " > ", sci(max_nmse), ", max |diff| ", sci(f.max_abs_diff), " over ", f.count,
              " values");
@@ -95,8 +98,16 @@ void verify_step(Backend& tested, PreparedPlan& tested_plan, Backend& reference,
     check.kind = op.kind();
     check.count = count;
     check.token = worst_row;
-    check.seq = worst_row >= 0 && worst_row < int64_t(step.seq.size()) && int64_t(step.seq.size()) == rows
-                    ? step.seq[size_t(worst_row)]
+    // An expert matmul's rows are (token, slot) pairs: name the token and the slot's expert (the reference's id).
+    if (const auto* mm = std::get_if<MoeMatMulOp>(&op.op); mm && worst_row >= 0) {
+      check.token = worst_row / mm->k;
+      float id = -1;
+      reference.read(reference_plan, mm->experts, worst_row, std::span<float>(&id, 1));
+      check.expert = int64_t(id);
+    }
+    check.seq = check.token >= 0 && check.token < int64_t(step.seq.size()) &&
+                        (int64_t(step.seq.size()) == rows || check.expert >= 0)
+                    ? step.seq[size_t(check.token)]
                     : -1;
     check.nmse = ref > 0 ? err / ref : err;
     check.max_abs_diff = max_abs;

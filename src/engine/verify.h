@@ -40,6 +40,7 @@ struct OpCheck {
   int64_t count = 0;      // elements compared
   int64_t token = -1;     // the step's token (row) with the largest error; -1 when the op has no token rows
   int64_t seq = -1;       // that token's sequence (its page-table row in the step); -1 when unknown
+  int64_t expert = -1;    // an expert matmul: the expert of the worst (token, slot) row; -1 otherwise
   double nmse = 0;
   double max_abs_diff = 0;
   bool ok = true;

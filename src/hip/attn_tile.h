@@ -21,6 +21,11 @@
 // With one sequence in the tile (plain prefill) there is one run and this is the classic flash-attention loop.
 // Positions and sequences come from the step-input buffers, so rows attend exactly to their sequence's keys
 // 0..positions[t] as the CPU does.
+// Sliding window (window > 0): row r sees key j only when pos_r - j < window (store_scores masks the rest), and a
+// run's key loop starts at the tile holding its lowest visible key (run_key_begin), so key tiles wholly before every
+// row's window are never staged. Sinks: init_row starts row r's running state at (m, l) = (sink, e^0 = 1), as if the
+// sink were a key with a zero value row; the online softmax then rescales it like any other key, so the final O / l
+// has the sink in its maximum and denominator only.
 #pragma once
 #include <cstdint>
 
@@ -77,6 +82,22 @@ GRETA_HD GRETA_INLINE int run_end(const int* row_seq, const int* row_pos, int r0
   return r1;
 }
 
+// The first key (a multiple of kBKV) any row of the run [r0, r1) can see: 0, or with a sliding window the tile of
+// max(0, min position - window + 1).
+GRETA_HD GRETA_INLINE int64_t run_key_begin(const int* row_pos, int r0, int r1, int64_t window) {
+  if (window <= 0) return 0;
+  int mn = row_pos[r0];
+  for (int r = r0 + 1; r < r1; ++r) mn = row_pos[r] < mn ? row_pos[r] : mn;
+  const int64_t first = int64_t(mn) - window + 1;
+  return first <= 0 ? 0 : first / kBKV * kBKV;
+}
+
+// Row r's running softmax state before any key: (-inf, 0), or with a sink logit (sink, 1) (see the top).
+GRETA_HD GRETA_INLINE void init_row(int r, const float* sink, float* row_m, float* row_l) {
+  row_m[r] = sink ? *sink : kNegInf;
+  row_l[r] = sink ? 1.f : 0.f;
+}
+
 // The cache row of key j of a sequence whose page-table row is `pages`, or -1 when j >= kv_len or the page table
 // points outside the cache (a bad step input reads zeros, never out of bounds).
 GRETA_HD GRETA_INLINE int key_row(const int32_t* pages, int64_t page_size, int64_t j, int64_t kv_len,
@@ -116,14 +137,16 @@ GRETA_HD GRETA_INLINE void for_each_score_mma(int lane, const T* lds_q, const T*
   }
 }
 
-// The lane's score fragment -> s[r][j] * scale, or -inf for rows outside the run [r_begin, r_end) and where key
-// j0 + j is beyond row r's position.
+// The lane's score fragment -> s[r][j] * scale, or -inf for rows outside the run [r_begin, r_end), where key
+// j0 + j is beyond row r's position, and (window > 0) where it is window or more positions before it.
 template <class M>
 GRETA_HD GRETA_INLINE void store_scores(int lane, const float* acc, float scale, int64_t j0, const int* row_pos,
-                                        int r_begin, int r_end, const Dims& t, float* lds_s) {
+                                        int r_begin, int r_end, const Dims& t, float* lds_s, int64_t window = 0) {
   for (int i = 0; i < M::kC; ++i) {
     const RowCol rc = M::c(lane, i);
-    const bool visible = rc.row >= r_begin && rc.row < r_end && j0 + rc.col <= row_pos[rc.row];
+    const int64_t j = j0 + rc.col;
+    const bool visible = rc.row >= r_begin && rc.row < r_end && j <= row_pos[rc.row] &&
+                         (window <= 0 || row_pos[rc.row] - j < window);
     lds_s[rc.row * t.lds + rc.col] = visible ? acc[i] * scale : kNegInf;
   }
 }

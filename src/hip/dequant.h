@@ -2,7 +2,8 @@
 // the very code the kernels run against the reference codecs (model::dequantize_row).
 //
 // The unit of work is a group of 16 consecutive weights of one row starting at k0 (a multiple of 16). 16 divides
-// every block and sub-block size of ggml's formats (32-weight legacy blocks, 16- or 32-weight K-quant sub-blocks), so
+// every block and sub-block size of ggml's formats (32-weight legacy, IQ4_NL and MXFP4 blocks, 16- or 32-weight
+// K-quant and IQ4_XS sub-blocks), so
 // a group never straddles a scale: each group reads its block's scales once and decodes 16 codes. Block layouts are
 // documented in src/model/quant_blocks.h; the expressions below keep the reference's operand order
 // (e.g. Q4_K: (d * sc) * q - dmin * mn) so results match it up to the compiler's fma contraction.
@@ -19,14 +20,16 @@ namespace greta::hip {
 // ggml's type ids (the values of model::GgmlType; tests/hip checks they agree).
 enum class WType : uint32_t {
   F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+  Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30, MXFP4 = 39,
 };
 
 // Bytes and weights per block (1 element for the float types).
 GRETA_HD constexpr int block_elems(WType t) {
   return t == WType::F32 || t == WType::F16 || t == WType::BF16 ? 1
-         : (t == WType::Q2_K || t == WType::Q3_K || t == WType::Q4_K || t == WType::Q5_K || t == WType::Q6_K) ? 256
-                                                                                                                : 32;
+         : (t == WType::Q2_K || t == WType::Q3_K || t == WType::Q4_K || t == WType::Q5_K || t == WType::Q6_K ||
+            t == WType::IQ4_XS)
+             ? 256
+             : 32;
 }
 GRETA_HD constexpr int block_bytes(WType t) {
   switch (t) {
@@ -43,6 +46,9 @@ GRETA_HD constexpr int block_bytes(WType t) {
     case WType::Q4_K: return 144;
     case WType::Q5_K: return 176;
     case WType::Q6_K: return 210;
+    case WType::IQ4_NL: return 18;
+    case WType::IQ4_XS: return 136;
+    case WType::MXFP4: return 17;
   }
   return 0;
 }
@@ -73,6 +79,22 @@ GRETA_HD GRETA_INLINE int scale_q3_k(const uint8_t* sc12, int s) {
   const int low = s < 8 ? (sc12[s] & 0x0F) : (sc12[s - 8] >> 4);
   const int high = (sc12[8 + s % 4] >> (2 * (s / 4))) & 3;
   return low | (high << 4);
+}
+// Table formats: the value of 4-bit code q (0..15). The 16 signed bytes of each table are packed into two 64-bit
+// constants (codes 0-7, 8-15), so the lookup is a shift, not an indexed array (which AMD GPUs would put in scratch).
+// kvalues_iq4nl = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// kvalues_mxfp4 = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12} (the E2M1 values doubled).
+GRETA_HD GRETA_INLINE int table_value(uint64_t lo, uint64_t hi, int q) {
+  return int(int8_t(uint8_t((q < 8 ? lo : hi) >> (8 * (q & 7)))));
+}
+GRETA_HD GRETA_INLINE int iq4nl_value(int q) { return table_value(0xF6EADDCFBFAD9881ull, 0x7159453526190D01ull, q); }
+GRETA_HD GRETA_INLINE int mxfp4_value(int q) { return table_value(0x0C08060403020100ull, 0xF4F8FAFCFDFEFF00ull, q); }
+// MXFP4's block scale from its E8M0 byte: 2^(e - 128) (e = 0, 1: subnormal), the doubled table's half.
+GRETA_HD GRETA_INLINE float e8m0_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e) - 1u) << 23;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
 }
 }  // namespace detail
 
@@ -123,6 +145,27 @@ GRETA_HD GRETA_INLINE void dequant_group16(const uint8_t* row, int64_t k0, int64
           out[j] = float(q) * d + m;
       }
     }
+  } else if constexpr (T == WType::IQ4_NL || T == WType::MXFP4) {
+    // Table formats, 32-weight blocks: IQ4_NL f16 d | qs[16]; MXFP4 e (E8M0) | qs[16]. Codes as Q4_0's.
+    const uint8_t* b = row + (k0 / 32) * block_bytes(T);
+    const int half = int(k0 % 32);
+    if constexpr (T == WType::IQ4_NL) {
+      const float d = load_f16(b);
+      for (int j = 0; j < 16; ++j) out[j] = d * float(iq4nl_value(half ? b[2 + j] >> 4 : b[2 + j] & 0x0F));
+    } else {
+      const float d = e8m0_half(b[0]);
+      for (int j = 0; j < 16; ++j) out[j] = float(mxfp4_value(half ? b[1 + j] >> 4 : b[1 + j] & 0x0F)) * d;
+    }
+  } else if constexpr (T == WType::IQ4_XS) {
+    // d | scales_h (u16) | scales_l[4] | qs[128]; sub-block s = e/32 has the 6-bit code ls (nibble s%2 of
+    // scales_l[s/2], bits 2s.. of scales_h above it) and its codes in qs[16s ..] as IQ4_NL's.
+    const uint8_t* b = row + (k0 / 256) * block_bytes(T);
+    const int e = int(k0 % 256), s = e / 32, half = e % 32;
+    const int scales_h = b[2] | (b[3] << 8);
+    const int ls = ((b[4 + s / 2] >> (4 * (s % 2))) & 0x0F) | (((scales_h >> (2 * s)) & 3) << 4);
+    const float dl = load_f16(b) * float(ls - 32);
+    const uint8_t* q = b + 8 + 16 * s;
+    for (int j = 0; j < 16; ++j) out[j] = dl * float(iq4nl_value(half ? q[j] >> 4 : q[j] & 0x0F));
   } else {
     // K-quants: super-block of 256; e = index inside it (a multiple of 16).
     const uint8_t* b = row + (k0 / 256) * block_bytes(T);
@@ -181,6 +224,7 @@ GRETA_HD GRETA_INLINE void dequant_group16(const uint8_t* row, int64_t k0, int64
 
 // X-macro of the supported weight types, for explicit kernel instantiation and host-side switches.
 #define GRETA_HIP_FOR_EACH_WTYPE(X) \
-  X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K)
+  X(F32) X(F16) X(BF16) X(Q4_0) X(Q4_1) X(Q5_0) X(Q5_1) X(Q8_0) X(Q2_K) X(Q3_K) X(Q4_K) X(Q5_K) X(Q6_K) \
+  X(IQ4_NL) X(IQ4_XS) X(MXFP4)
 
 }  // namespace greta::hip

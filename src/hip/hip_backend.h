@@ -13,12 +13,15 @@
 //                 steps (kernels read positions, KV rows and page tables from the device, grids depend only on the
 //                 plan's shape, every device address is fixed at prepare, so the graph stays valid); profiling and
 //                 verify mode (single ops) launch the kernels directly, profiling between events
-//   read / write  synchronous copies of F32, F16 or Q8_0 buffer ranges, converted on the host (F16: round to nearest
-//                 even; Q8_0: whole blocks of 32, kv_q8_quantize / kv_q8_value)
+//   read / write  synchronous copies of F32, F16, Q8_0 or I32 buffer ranges, converted on the host (F16: round to
+//                 nearest even; Q8_0: whole blocks of 32, kv_q8_quantize / kv_q8_value; I32, the MoE expert ids: as
+//                 floats)
 // Kernel choice (as the Vulkan backend's): matmul with n_tokens <= kMatvecTokens, or with an F32 weight, uses the fp32
-// matvec; larger batches of other weight types the matrix-core GEMM (fp16 operands, fp32 accumulation). Attention
+// matvec; larger batches of other weight types the matrix-core GEMM (fp16 operands, fp32 accumulation). Expert
+// matmuls (MoeMatMulOp) follow the same rule: the per-slot fp32 matvec reading only the chosen experts' rows, or the
+// grouped GEMM (slots grouped by expert on the device, one launch over (expert, tile); k_moe.hip). Attention
 // with >= 16 tokens uses flash attention on matrix cores (fp16 Q, K, P, V), fewer the fp32 split-K kernel; a model
-// with F32 weight matrices keeps fp32 attention throughout (its users asked for f32 accuracy, and its goldens
+// with F32 weight matrices (expert biases, [n_experts, out] F32, do not count) keeps fp32 attention throughout (its users asked for f32 accuracy, and its goldens
 // hold it to 1e-9). The choice depends on the plan's n_tokens only (a captured graph must not change), not on how
 // the step splits into sequences: a step of >= 16 decode tokens of different sequences runs flash attention with
 // one-row runs (correct, but each 16-row tile then walks every run's keys in turn; routing such tokens to the
@@ -63,13 +66,17 @@ private:
     DeviceWeight view;                    // matrices: stored format
     std::unique_ptr<PoolBuffer> memory;
     std::unique_ptr<PoolBuffer> vector;   // 1-row weights: fp32 copy
+    bool f32_matrix = false;              // an F32 weight of several rows
   };
 
   void run_op(HipPlan& plan, const engine::PlanOp& op);
   bool use_gemm(WType type, int64_t n_tokens) const;
-  bool use_flash_attention(const AttentionArgs& a) const;
+  bool use_flash_attention(const HipPlan& plan, const AttentionArgs& a) const;
   const Weight& weight(engine::WeightId id) const;
   const float* vector_weight(engine::WeightId id) const;
+  // An fp32 view of at least `elems` values of a weight: its fp32 copy (1-row weights) or its data when stored F32
+  // (expert biases [n_experts, out_features]).
+  const float* float_weight(engine::WeightId id, int64_t elems) const;
   void upload(uint8_t* dst, const void* src, size_t bytes);
 
   HipBackendOptions options_;
@@ -88,7 +95,6 @@ private:
   std::map<std::string, Persistent> persistent_;  // KV cache by buffer name
   std::unique_ptr<PinnedMemory> staging_[2];
   std::unique_ptr<Event> staging_done_[2];
-  bool f16_attention_ = true;  // false once an F32 weight matrix is loaded
 };
 
 }  // namespace greta::hip

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <span>
@@ -47,7 +48,8 @@ public:
   size_t step_bytes = 0;
   // The persistent buffers this plan uses, by name: a later plan that enlarged one made this plan stale.
   std::vector<std::pair<std::string, const PoolBuffer*>> persistent;
-  std::unique_ptr<PoolBuffer> gemm_a_half, gemm_inv_scale, attention_partials;
+  std::unique_ptr<PoolBuffer> gemm_a_half, gemm_inv_scale, attention_partials, moe_scratch;
+  bool f16_attention = true;  // false when the backend holds an F32 weight matrix (see hip_backend.h)
   std::unique_ptr<Event> op_start, op_end;  // profiling
   Graph graph;
   bool graph_failed = false;
@@ -133,8 +135,8 @@ void HipBackend::load_weights(std::span<const WeightDesc> weights) {
     if (!is_supported(type)) fail("hip: weight ", d.name, " has type ", model::type_name(d.type), ", which the HIP kernels do not decode");
     const uint64_t rb = row_bytes(type, d.cols);
     GRETA_CHECK(rb == model::row_bytes(d.type, uint64_t(d.cols)) && rb * uint64_t(d.rows) == d.bytes, d.name);
-    if (d.rows > 1 && type == WType::F32) f16_attention_ = false;  // an F32 model keeps f32 activations
     Weight& w = weights_[i];
+    w.f32_matrix = d.rows > 1 && type == WType::F32;  // an F32 model keeps f32 attention (prepare)
     w.memory = std::make_unique<PoolBuffer>(*pool_, d.bytes);
     upload(w.memory->data(), d.data, d.bytes);
     w.view = {type, w.memory->data(), d.rows, d.cols, rb};
@@ -157,8 +159,8 @@ bool HipBackend::use_gemm(WType type, int64_t n_tokens) const {
   return ctx_.mma && type != WType::F32 && n_tokens > kMatvecTokens;
 }
 
-bool HipBackend::use_flash_attention(const AttentionArgs& a) const {
-  return f16_attention_ && a.n_tokens >= kPrefillAttentionMinTokens && !a.one_query_per_seq &&
+bool HipBackend::use_flash_attention(const HipPlan& plan, const AttentionArgs& a) const {
+  return plan.f16_attention && a.n_tokens >= kPrefillAttentionMinTokens && !a.one_query_per_seq &&
          attention_prefill_supported(ctx_, a);
 }
 
@@ -166,6 +168,14 @@ const float* HipBackend::vector_weight(WeightId id) const {
   const Weight& w = weight(id);
   GRETA_CHECK(w.vector, "weight ", id, " is not a vector");
   return reinterpret_cast<const float*>(w.vector->data());
+}
+
+const float* HipBackend::float_weight(WeightId id, int64_t elems) const {
+  const Weight& w = weight(id);
+  if (w.vector && w.view.cols >= elems) return reinterpret_cast<const float*>(w.vector->data());
+  GRETA_CHECK(w.view.type == WType::F32 && w.view.rows * w.view.cols >= elems, "weight ", id, " is not ", elems,
+              " f32 values");
+  return reinterpret_cast<const float*>(w.view.data);
 }
 
 namespace {
@@ -229,19 +239,37 @@ void check_op_fits(const Plan& p, const PlanOp& op) {
           need(o.seq, o.n_tokens, ElemType::I32);
           need(o.page_table, o.n_seqs * o.pages_per_seq, ElemType::I32);
           need(o.out, o.n_tokens * o.n_heads * o.head_dim_v, ElemType::F32);
+          GRETA_CHECK(o.window >= 0, op.label, ": window ", o.window);
         } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
           GRETA_CHECK(o.in != o.out && o.width > 0, op.label, ": gather in place");
           need(o.in, o.width, ElemType::F32);
           need(o.rows, o.n_rows, ElemType::I32);
           need(o.out, o.n_rows * o.width, ElemType::F32);
-        } else if constexpr (std::is_same_v<T, SwiGluOp>) {
+        } else if constexpr (std::is_same_v<T, GluOp>) {
           need(o.gate, o.elems, ElemType::F32);
           need(o.up, o.elems, ElemType::F32);
           need(o.out, o.elems, ElemType::F32);
-        } else {
-          static_assert(std::is_same_v<T, AddOp>);
+        } else if constexpr (std::is_same_v<T, AddOp>) {
           need(o.x, o.elems, ElemType::F32);
           need(o.y, o.elems, ElemType::F32);
+        } else if constexpr (std::is_same_v<T, MoeRouteOp>) {
+          GRETA_CHECK(o.k >= 1 && o.k <= o.n_experts && o.n_experts <= kMoeMaxExperts, op.label, ": ", o.k, " of ",
+                      o.n_experts, " experts");
+          need(o.logits, o.n_tokens * o.n_experts, ElemType::F32);
+          need(o.experts, o.n_tokens * o.k, ElemType::I32);
+          need(o.weights, o.n_tokens * o.k, ElemType::F32);
+        } else if constexpr (std::is_same_v<T, MoeMatMulOp>) {
+          GRETA_CHECK(o.k >= 1 && o.n_experts >= 1 && o.n_experts <= kMoeMaxExperts && o.in != o.out, op.label);
+          need(o.in, o.n_tokens * (o.per_slot_input ? o.k : 1) * o.in_features, ElemType::F32);
+          need(o.experts, o.n_tokens * o.k, ElemType::I32);
+          need(o.out, o.n_tokens * o.k * o.out_features, ElemType::F32);
+        } else if constexpr (std::is_same_v<T, MoeCombineOp>) {
+          GRETA_CHECK(o.in != o.out, op.label, ": combine in place");
+          need(o.in, o.n_tokens * o.k * o.width, ElemType::F32);
+          need(o.weights, o.n_tokens * o.k, ElemType::F32);
+          need(o.out, o.n_tokens * o.width, ElemType::F32);
+        } else {
+          static_assert(std::is_void_v<T>, "an op without a size check");
         }
       },
       op.op);
@@ -268,6 +296,7 @@ AttentionArgs attention_args(const HipPlan& plan, const AttentionOp& o) {
   a.cache_rows = o.cache_rows;
   a.scale = o.scale;
   a.cache = plan.kv_type(o.k_cache);
+  a.window = o.window;
   return a;
 }
 
@@ -279,6 +308,8 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
+  // The features of newer architectures this backend's kernels implement (engine::OpFeature): all of them.
+  require_features(plan, kAllOpFeatures, "hip");
   // Device bytes this plan adds: scratch, step inputs, new persistent buffers and enlarged ones (the old copy lives on
   // until the plans that hold it are dropped).
   uint64_t bytes = 0;
@@ -343,6 +374,8 @@ std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
 
   // Scratch sized by the largest op that needs it.
   int64_t a_half = 0, inv_scale = 0, partials = 0;
+  uint64_t moe_scratch = 0;
+  std::vector<bool> expert_bias(weights_.size(), false);
   for (const PlanOp& op : plan.ops) {
     check_op_fits(plan, op);
     if (const auto* m = std::get_if<MatMulOp>(&op.op)) {
@@ -352,7 +385,26 @@ std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
       inv_scale = std::max(inv_scale, m->n_tokens);
     } else if (const auto* a = std::get_if<AttentionOp>(&op.op)) {
       const AttentionArgs args = attention_args(*prepared, *a);
-      partials = std::max(partials, attention_partials_elems(args, attention_splits(args.max_len())));
+      partials = std::max(partials, attention_partials_elems(args, attention_splits(args.max_keys())));
+      if (a->sinks != kNoWeight) float_weight(a->sinks, a->n_heads);
+    } else if (const auto* m = std::get_if<MoeMatMulOp>(&op.op)) {
+      const Weight& w = weight(m->weight);
+      GRETA_CHECK(w.view.cols == m->in_features && w.view.rows == m->n_experts * m->out_features, op.label,
+                  ": expert tensor of ", w.view.rows, "x", w.view.cols);
+      if (m->bias != kNoWeight) {
+        float_weight(m->bias, m->n_experts * m->out_features);
+        expert_bias[size_t(m->bias)] = true;
+      }
+      if (use_gemm(w.view.type, m->n_tokens)) {
+        MoeArgs args;
+        args.w = w.view;
+        args.n_tokens = m->n_tokens;
+        args.k = m->k;
+        args.out_features = m->out_features;
+        args.n_experts = m->n_experts;
+        args.per_slot_input = m->per_slot_input;
+        moe_scratch = std::max(moe_scratch, moe_gemm_scratch_bytes(args));
+      }
     } else if (const auto* e = std::get_if<EmbedOp>(&op.op)) {
       GRETA_CHECK(weight(e->table).view.cols == e->dim, op.label);
     } else if (const auto* r = std::get_if<RmsNormOp>(&op.op)) {
@@ -371,6 +423,9 @@ std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
     prepared->gemm_inv_scale = std::make_unique<PoolBuffer>(*pool_, size_t(inv_scale) * 4);
   }
   if (partials > 0) prepared->attention_partials = std::make_unique<PoolBuffer>(*pool_, size_t(partials) * 4);
+  if (moe_scratch > 0) prepared->moe_scratch = std::make_unique<PoolBuffer>(*pool_, size_t(moe_scratch));
+  for (size_t i = 0; i < weights_.size(); ++i)
+    if (weights_[i].f32_matrix && !expert_bias[i]) prepared->f16_attention = false;
   prepared->op_start = std::make_unique<Event>();
   prepared->op_end = std::make_unique<Event>();
   stream_->synchronize();
@@ -382,7 +437,7 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
       [&](const auto& o) {
         using T = std::decay_t<decltype(o)>;
         if constexpr (std::is_same_v<T, EmbedOp>) {
-          launch_embed(ctx_, weight(o.table).view, plan.i32(o.tokens), o.n_tokens, plan.f32(o.out));
+          launch_embed(ctx_, weight(o.table).view, plan.i32(o.tokens), o.n_tokens, plan.f32(o.out), o.scale);
         } else if constexpr (std::is_same_v<T, RmsNormOp>) {
           launch_rmsnorm(ctx_, plan.f32(o.in) + o.in_row_offset * o.width, vector_weight(o.weight), plan.f32(o.out),
                          o.rows, o.width, o.eps);
@@ -398,24 +453,50 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
         } else if constexpr (std::is_same_v<T, RopeOp>) {
           launch_rope(ctx_, plan.f32(o.x), plan.i32(o.positions), o.n_tokens, o.n_heads, o.head_dim, o.rope_dims,
                       o.pairing, o.base, o.freq_scale,
-                      o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors));
+                      o.freq_factors == kNoWeight ? nullptr : vector_weight(o.freq_factors),
+                      RopeScaling{o.ext_factor, o.attn_factor, o.yarn_low, o.yarn_high});
         } else if constexpr (std::is_same_v<T, KvWriteOp>) {
           launch_kv_write(ctx_, plan.f32(o.src), plan.raw(o.cache), plan.kv_type(o.cache), plan.i32(o.rows), o.n_tokens,
                           o.width, o.cache_rows);
         } else if constexpr (std::is_same_v<T, AttentionOp>) {
-          const AttentionArgs a = attention_args(plan, o);
-          if (use_flash_attention(a))
+          AttentionArgs a = attention_args(plan, o);
+          if (o.sinks != kNoWeight) a.sinks = float_weight(o.sinks, o.n_heads);
+          if (use_flash_attention(plan, a))
             launch_attention_prefill(ctx_, a);
           else
             launch_attention_decode(ctx_, a, reinterpret_cast<float*>(plan.attention_partials->data()));
         } else if constexpr (std::is_same_v<T, GatherRowsOp>) {
           const int64_t in_rows = plan.plan().buffers[size_t(o.in)].elems / o.width;
           launch_gather_rows(ctx_, plan.f32(o.in), plan.i32(o.rows), plan.f32(o.out), o.n_rows, o.width, in_rows);
-        } else if constexpr (std::is_same_v<T, SwiGluOp>) {
-          launch_swiglu(ctx_, plan.f32(o.gate), plan.f32(o.up), plan.f32(o.out), o.elems);
-        } else {
-          static_assert(std::is_same_v<T, AddOp>);
+        } else if constexpr (std::is_same_v<T, GluOp>) {
+          const GluAct act = o.kind == GluKind::GeluTanh    ? GluAct::GeluTanh
+                             : o.kind == GluKind::SwiGluOai ? GluAct::SwiGluOai
+                                                            : GluAct::SiLU;
+          launch_glu(ctx_, act, plan.f32(o.gate), plan.f32(o.up), plan.f32(o.out), o.elems, o.alpha, o.limit);
+        } else if constexpr (std::is_same_v<T, AddOp>) {
           launch_add(ctx_, plan.f32(o.x), plan.f32(o.y), o.elems);
+        } else if constexpr (std::is_same_v<T, MoeRouteOp>) {
+          launch_moe_route(ctx_, plan.f32(o.logits), plan.i32(o.experts), plan.f32(o.weights), o.n_tokens, o.n_experts,
+                           o.k, o.gating == MoeGating::TopKSoftmax, o.normalize);
+        } else if constexpr (std::is_same_v<T, MoeMatMulOp>) {
+          MoeArgs a;
+          a.w = weight(o.weight).view;
+          a.bias = o.bias == kNoWeight ? nullptr : float_weight(o.bias, o.n_experts * o.out_features);
+          a.in = plan.f32(o.in);
+          a.experts = plan.i32(o.experts);
+          a.out = plan.f32(o.out);
+          a.n_tokens = o.n_tokens;
+          a.k = o.k;
+          a.out_features = o.out_features;
+          a.n_experts = o.n_experts;
+          a.per_slot_input = o.per_slot_input;
+          if (use_gemm(a.w.type, o.n_tokens))
+            launch_moe_gemm(ctx_, a, plan.moe_scratch->data());
+          else
+            launch_moe_matvec(ctx_, a);
+        } else {
+          static_assert(std::is_same_v<T, MoeCombineOp>);
+          launch_moe_combine(ctx_, plan.f32(o.in), plan.f32(o.weights), plan.f32(o.out), o.n_tokens, o.k, o.width);
         }
       },
       op.op);
@@ -489,12 +570,10 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
 }
 
 namespace {
-// An F32, F16 or Q8_0 buffer's element range [offset, offset + count), checked; Q8_0 ranges are whole blocks of 32.
+// A buffer's element range [offset, offset + count), checked; Q8_0 ranges are whole blocks of 32.
 void check_float_range(const Plan& p, BufferId buffer, int64_t offset, size_t count) {
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.buffers.size(), "buffer ", buffer);
   const BufferDecl& b = p.buffers[size_t(buffer)];
-  GRETA_CHECK(b.type == ElemType::F32 || b.type == ElemType::F16 || b.type == ElemType::Q8_0, "buffer ", b.name,
-              " is ", elem_type_name(b.type));
   GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= b.elems, "buffer ", b.name, ": range ", offset, "+", count,
               " of ", b.elems);
   GRETA_CHECK(b.type != ElemType::Q8_0 || (offset % kKvQ8Block == 0 && int64_t(count) % kKvQ8Block == 0), "buffer ",
@@ -502,12 +581,22 @@ void check_float_range(const Plan& p, BufferId buffer, int64_t offset, size_t co
 }
 }  // namespace
 
-// F16 and Q8_0 buffers are converted on the host: f16 bits, or the range's q8_0 blocks (engine/kv_q8.h).
+// F16 and Q8_0 buffers are converted on the host: f16 bits, or the range's q8_0 blocks (engine/kv_q8.h); I32 buffers
+// (MoE expert ids, step inputs) as floats, exact below 2^24.
 void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   check_float_range(plan.plan(), buffer, offset, dst.size());
   if (dst.empty()) return;
   const ElemType type = plan.type(buffer);
+  if (type == ElemType::I32) {
+    std::vector<int32_t> ids(dst.size());
+    GRETA_GPU_CHECK(gpuMemcpyAsync(ids.data(), plan.i32(buffer) + offset, ids.size() * sizeof(int32_t),
+                                   gpuMemcpyDeviceToHost, stream_->get()),
+                    "reading a buffer");
+    stream_->synchronize();
+    std::transform(ids.begin(), ids.end(), dst.begin(), [](int32_t v) { return float(v); });
+    return;
+  }
   if (type == ElemType::F16 || type == ElemType::Q8_0) {
     const int64_t n = int64_t(dst.size());
     std::vector<uint32_t> raw((elem_bytes(type, n) + 3) / 4);
@@ -529,6 +618,15 @@ void HipBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, 
   check_float_range(plan.plan(), buffer, offset, src.size());
   if (src.empty()) return;
   const ElemType type = plan.type(buffer);
+  if (type == ElemType::I32) {  // ids written back as floats (verify mode's resync of MoE expert ids)
+    std::vector<int32_t> ids(src.size());
+    std::transform(src.begin(), src.end(), ids.begin(), [](float v) { return int32_t(std::lround(v)); });
+    GRETA_GPU_CHECK(gpuMemcpyAsync(plan.i32(buffer) + offset, ids.data(), ids.size() * sizeof(int32_t),
+                                   gpuMemcpyHostToDevice, stream_->get()),
+                    "writing a buffer");
+    stream_->synchronize();
+    return;
+  }
   if (type == ElemType::F16 || type == ElemType::Q8_0) {
     const int64_t n = int64_t(src.size());
     std::vector<uint32_t> raw((elem_bytes(type, n) + 3) / 4);

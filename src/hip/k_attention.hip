@@ -3,17 +3,19 @@
 // exactly on load, q8_0 as d * q).
 //
 // attention_decode (fp32, any head size, used for decode and small batches): split-K ("flash decoding"). Grid
-// (n_heads, n_tokens, n_splits); split s of row (t, h) handles keys [s * chunk, (s + 1) * chunk) of 0..positions[t]
-// of token t's sequence with an online softmax over tiles of kDecodeThreads keys (one key per thread for the scores,
+// (n_heads, n_tokens, n_splits); split s of row (t, h) handles keys [j0 + s * chunk, j0 + (s + 1) * chunk) of
+// j0..positions[t] of token t's sequence (j0 = 0, or the window's first key) with an online softmax over tiles of kDecodeThreads keys (one key per thread for the scores,
 // whose cache row it also looks up in the page table and leaves in LDS for P V; one output dimension per thread for
 // P V), and writes its partial (max m, sum l, unnormalized O) to `partials`. attention_combine merges the splits:
-// out = sum_s e^(m_s - M) O_s / sum_s e^(m_s - M) l_s. The number of splits depends only on the plan's longest key
-// range (pages_per_seq * page_size), so the grid is fixed per plan and a captured graph stays valid whatever the
-// step's positions (splits past a token's length write an empty partial). Every (t, h) is independent, so tokens of
-// different sequences mix freely.
+// out = sum_s e^(m_s - M) O_s / (sum_s e^(m_s - M) l_s [+ e^(sink - M)]), M = max(m_s [, sink]): an attention sink
+// joins here only, as one more logit with no value row. The number of splits depends only on the plan's longest key
+// range (AttentionArgs::max_keys: pages_per_seq * page_size, or the sliding window), so the grid is fixed per plan
+// and a captured graph stays valid whatever the step's positions (splits past a token's keys write an empty
+// partial). Every (t, h) is independent, so tokens of different sequences mix freely.
 //
 // attention_prefill (matrix cores): flash attention, one wave per 16 query tokens of one head; the tile's rows may
-// span several sequences (a loop over the runs of rows of one sequence): see attn_tile.h.
+// span several sequences (a loop over the runs of rows of one sequence); sliding windows skip the key tiles before
+// every row's window; sinks start each row's softmax state: see attn_tile.h.
 #include <cmath>
 
 #include "hip/attn_tile.h"
@@ -51,7 +53,11 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_decode_kernel(Attent
   const int64_t group = a.n_heads / a.n_kv_heads, g = h / group;
   const int64_t pos = clamped_pos(a, t);
   const int32_t* pages = a.page_table + clamped_seq(a, t) * a.pages_per_seq;
-  const int64_t begin = s * chunk, end = (s + 1) * chunk < pos + 1 ? (s + 1) * chunk : pos + 1;
+  // Keys first..pos, `first` the window's first key (pos - first + 1 <= max_keys() <= n_splits * chunk: every key is
+  // covered by a split).
+  const int64_t first = a.window > 0 && pos - a.window + 1 > 0 ? pos - a.window + 1 : 0;
+  const int64_t begin = first + s * chunk;
+  const int64_t end = first + (s + 1) * chunk < pos + 1 ? first + (s + 1) * chunk : pos + 1;
   float* part = partials + ((t * a.n_heads + h) * n_splits + s) * (a.head_dim_v + 2);
 
   const float* q = a.q + (t * a.n_heads + h) * a.head_dim;
@@ -110,11 +116,12 @@ __global__ void __launch_bounds__(kDecodeThreads) attention_combine_kernel(Atten
                                                                            const float* partials) {
   const int64_t h = blockIdx.x, t = blockIdx.y;
   const float* part = partials + (t * a.n_heads + h) * n_splits * (a.head_dim_v + 2);
-  float mx = -INFINITY;
+  float mx = a.sinks ? a.sinks[h] : -INFINITY;
   for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, part[s * (a.head_dim_v + 2)]);
   float* out = a.out + (t * a.n_heads + h) * a.head_dim_v;
+  const float sink_weight = a.sinks && mx != -INFINITY ? expf(a.sinks[h] - mx) : 0.f;
   for (int64_t d = threadIdx.x; d < a.head_dim_v; d += kDecodeThreads) {
-    float num = 0.f, den = 0.f;
+    float num = 0.f, den = sink_weight;
     for (int s = 0; s < n_splits; ++s) {
       const float* p = part + s * (a.head_dim_v + 2);
       if (p[0] == -INFINITY) continue;
@@ -154,8 +161,7 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
   if (lane < fa::kBQ) {
     row_pos[lane] = lane < rows_valid ? int(clamped_pos(a, t0 + lane)) : -1;
     row_seq[lane] = lane < rows_valid ? int(clamped_seq(a, t0 + lane)) : -1;
-    row_m[lane] = fa::kNegInf;
-    row_l[lane] = 0.f;
+    fa::init_row(lane, a.sinks ? a.sinks + h : nullptr, row_m, row_l);
   }
   fa::stage_q(lane, kWave, a.q + (t0 * a.n_heads + h) * a.head_dim, a.n_heads * a.head_dim, rows_valid, dims, lds_q);
   block_barrier();
@@ -172,7 +178,7 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
     const int r1 = fa::run_end(row_seq, row_pos, r0, rows_valid, &max_pos);
     const int64_t kv_len = max_pos + 1;
     const int32_t* pages = a.page_table + int64_t(row_seq[r0]) * a.pages_per_seq;
-    for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
+    for (int64_t j0 = fa::run_key_begin(row_pos, r0, r1, a.window); j0 < kv_len; j0 += fa::kBKV) {
       if (lane < fa::kBKV) key_rows[lane] = fa::key_row(pages, a.page_size, j0 + lane, kv_len, a.cache_rows);
       block_barrier();
       fa::stage_kv(lane, kWave, k_cache, k_base, k_stride, v_cache, v_base, v_stride, key_rows, dims, lds_k,
@@ -182,7 +188,7 @@ __global__ void attention_prefill_kernel(AttentionArgs a) {
       for (int i = 0; i < Mma::kC; ++i) acc_s[i] = 0.f;
       fa::for_each_score_mma<Mma>(lane, lds_q, lds_k, dims,
                                   [&](const half_t* af, const half_t* bf) { mma_16x16x16(af, bf, acc_s); });
-      fa::store_scores<Mma>(lane, acc_s, a.scale, j0, row_pos, r0, r1, dims, lds_s);
+      fa::store_scores<Mma>(lane, acc_s, a.scale, j0, row_pos, r0, r1, dims, lds_s, a.window);
       block_barrier();
       if (lane < fa::kBQ) fa::softmax_row(lane, lds_s, dims, lds_p, row_m, row_l, row_alpha);
       block_barrier();
@@ -226,8 +232,8 @@ void launch_attention_decode(const LaunchCtx& c, const AttentionArgs& a, float* 
   GRETA_CHECK(a.head_dim_v <= 2 * kDecodeThreads);
   GRETA_CHECK(a.n_tokens < 65536 && a.n_heads < 65536);
   if (a.n_tokens <= 0) return;
-  const int n_splits = attention_splits(a.max_len());
-  const int64_t chunk = (a.max_len() + n_splits - 1) / n_splits;
+  const int n_splits = attention_splits(a.max_keys());
+  const int64_t chunk = (a.max_keys() + n_splits - 1) / n_splits;
   const size_t smem = sizeof(float) * size_t(a.head_dim + kDecodeThreads + kDecodeThreads / 32) +
                       sizeof(int) * size_t(kDecodeThreads);
   const dim3 grid(unsigned(a.n_heads), unsigned(a.n_tokens), unsigned(n_splits));

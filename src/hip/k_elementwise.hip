@@ -1,9 +1,10 @@
-// Memory-bound kernels of the HIP backend: embedding lookup (any weight type), RMSNorm, bias, SwiGLU, residual add,
-// RoPE, KV-cache write (f32, f16 or q8_0 paged cache), row gather. Each mirrors src/cpu/op_*.cpp; precision notes where
-// they differ:
+// Memory-bound kernels of the HIP backend: embedding lookup (any weight type, optional scale), RMSNorm, bias, the
+// gated linear units (SiLU, tanh-GELU, gpt-oss's clamped SwiGLU), residual add, RoPE (with YaRN), KV-cache write (f32,
+// f16 or q8_0 paged cache), row gather. Each mirrors src/cpu/op_*.cpp; precision notes where they differ:
 //   - RMSNorm sums squares in fp32 (the CPU in fp64): a relative difference of ~1e-7 on the scale.
+//   - The GLUs run in fp32 (the CPU in fp64): expf / tanhf differ by an ulp or two (NMSE ~1e-14).
 //   - RoPE computes angles, cos and sin in fp64 like the CPU (positions times frequencies reach 1e5 rad, where
-//     fp32 angles would be off by ~1e-2).
+//     fp32 angles would be off by ~1e-2), in the CPU's operation order.
 #include <cmath>
 
 #include "hip/dequant.h"
@@ -17,7 +18,8 @@ constexpr int kThreads = 256;  // a multiple of both wave sizes
 // One thread per group of 16 output values; grid (groups, tokens).
 template <WType W>
 __global__ void __launch_bounds__(kThreads) embed_kernel(const uint8_t* table, uint64_t row_bytes, int64_t rows,
-                                                         int64_t dim, const int32_t* tokens, float* out) {
+                                                         int64_t dim, const int32_t* tokens, float* out,
+                                                         float scale) {
   const int64_t t = blockIdx.y, g = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   const int64_t k0 = g * 16;
   if (k0 >= dim) return;
@@ -28,7 +30,8 @@ __global__ void __launch_bounds__(kThreads) embed_kernel(const uint8_t* table, u
   else
     for (int j = 0; j < 16; ++j) v[j] = 0.f;
   float* o = out + t * dim + k0;
-  for (int j = 0; j < 16 && k0 + j < dim; ++j) o[j] = v[j];
+  // scale == 1 stores the decoded values themselves; otherwise one fp32 multiply, as the CPU's embed then scale.
+  for (int j = 0; j < 16 && k0 + j < dim; ++j) o[j] = scale == 1.f ? v[j] : v[j] * scale;
 }
 
 // Block-wide sum through LDS (kThreads threads).
@@ -59,11 +62,21 @@ __global__ void add_bias_kernel(float* x, const float* bias, int64_t rows, int64
   if (i < rows * width) x[i] += bias[i % width];
 }
 
-__global__ void swiglu_kernel(const float* gate, const float* up, float* out, int64_t n) {
+// out = act(gate) * up (engine::GluKind's formulas; out may alias gate or up: each thread reads before it writes).
+template <GluAct A>
+__global__ void glu_kernel(const float* gate, const float* up, float* out, int64_t n, float alpha, float limit) {
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n) return;
-  const float g = gate[i];
-  out[i] = (g / (1.f + expf(-g))) * up[i];
+  const float g = gate[i], u = up[i];
+  if constexpr (A == GluAct::SiLU) {
+    out[i] = (g / (1.f + expf(-g))) * u;
+  } else if constexpr (A == GluAct::GeluTanh) {
+    constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+    out[i] = 0.5f * g * (1.f + tanhf(kSqrt2OverPi * g * (1.f + 0.044715f * g * g))) * u;
+  } else {
+    const float x = fminf(g, limit), y = fminf(fmaxf(u, -limit), limit);
+    out[i] = x / (1.f + expf(-alpha * x)) * (y + 1.f);
+  }
 }
 
 __global__ void add_kernel(float* x, const float* y, int64_t n) {
@@ -71,19 +84,30 @@ __global__ void add_kernel(float* x, const float* y, int64_t n) {
   if (i < n) x[i] += y[i];
 }
 
-// One thread per rotated pair: i = (t * n_heads + h) * half + pair.
+// One thread per rotated pair: i = (t * n_heads + h) * half + pair. As src/cpu/op_rope.cpp: e = p * inv_freq (the
+// unscaled angle), theta = freq_scale * e blended with e by YaRN's ramp (mix = 0 without YaRN), cos and sin times
+// mscale = attn_factor (* (1 + 0.1 ln(1 / freq_scale)) with YaRN).
 __global__ void rope_kernel(float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads, int64_t head_dim,
                             int64_t rope_dims, bool adjacent, float base, float freq_scale,
-                            const float* freq_factors) {
+                            const float* freq_factors, RopeScaling yarn) {
   const int64_t half = rope_dims / 2;
   const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
   if (i >= n_tokens * n_heads * half) return;
   const int64_t pair = i % half, th = i / half, t = th / n_heads;
   const double inv_freq = pow(double(base), -2.0 * double(pair) / double(rope_dims)) /
                           (freq_factors ? double(freq_factors[pair]) : 1.0);
-  const double theta = double(positions[t]) * double(freq_scale) * inv_freq;
+  double mix = 0.0, mscale = double(yarn.attn_factor);
+  if (yarn.ext_factor != 0.f) {
+    const double y = (double(pair) - double(yarn.low)) / fmax(0.001, double(yarn.high) - double(yarn.low));
+    mix = (1.0 - fmin(1.0, fmax(0.0, y))) * double(yarn.ext_factor);
+    mscale *= 1.0 + 0.1 * log(1.0 / double(freq_scale));
+  }
+  const double extrap = double(positions[t]) * inv_freq, interp = double(freq_scale) * extrap;
+  const double theta = interp * (1.0 - mix) + extrap * mix;
   double s, c;
   sincos(theta, &s, &c);
+  s *= mscale;
+  c *= mscale;
   float* h = x + th * head_dim;
   float* pa = adjacent ? h + 2 * pair : h + pair;
   float* pb = adjacent ? h + 2 * pair + 1 : h + pair + half;
@@ -128,7 +152,8 @@ __global__ void probe_kernel() {}
 
 }  // namespace
 
-void launch_embed(const LaunchCtx& c, const DeviceWeight& table, const int32_t* tokens, int64_t n_tokens, float* out) {
+void launch_embed(const LaunchCtx& c, const DeviceWeight& table, const int32_t* tokens, int64_t n_tokens, float* out,
+                  float scale) {
   if (n_tokens <= 0) return;
   GRETA_CHECK(n_tokens < 65536, "embed of ", n_tokens, " tokens");
   const dim3 grid(blocks_for((table.cols + 15) / 16, kThreads), unsigned(n_tokens));
@@ -136,7 +161,7 @@ void launch_embed(const LaunchCtx& c, const DeviceWeight& table, const int32_t* 
 #define GRETA_EMBED_CASE(T)                                                                                       \
   case WType::T:                                                                                                  \
     embed_kernel<WType::T><<<grid, kThreads, 0, stream_of(c)>>>(table.data, table.row_bytes, table.rows, table.cols, \
-                                                                tokens, out);                                     \
+                                                                tokens, out, scale);                              \
     break;
     GRETA_HIP_FOR_EACH_WTYPE(GRETA_EMBED_CASE)
 #undef GRETA_EMBED_CASE
@@ -157,10 +182,22 @@ void launch_add_bias(const LaunchCtx& c, float* x, const float* bias, int64_t ro
   check_launch("add_bias");
 }
 
-void launch_swiglu(const LaunchCtx& c, const float* gate, const float* up, float* out, int64_t n) {
+void launch_glu(const LaunchCtx& c, GluAct act, const float* gate, const float* up, float* out, int64_t n, float alpha,
+                float limit) {
   if (n <= 0) return;
-  swiglu_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(c)>>>(gate, up, out, n);
-  check_launch("swiglu");
+  const unsigned blocks = blocks_for(n, kThreads);
+  switch (act) {
+    case GluAct::SiLU:
+      glu_kernel<GluAct::SiLU><<<blocks, kThreads, 0, stream_of(c)>>>(gate, up, out, n, alpha, limit);
+      break;
+    case GluAct::GeluTanh:
+      glu_kernel<GluAct::GeluTanh><<<blocks, kThreads, 0, stream_of(c)>>>(gate, up, out, n, alpha, limit);
+      break;
+    case GluAct::SwiGluOai:
+      glu_kernel<GluAct::SwiGluOai><<<blocks, kThreads, 0, stream_of(c)>>>(gate, up, out, n, alpha, limit);
+      break;
+  }
+  check_launch("glu");
 }
 
 void launch_add(const LaunchCtx& c, float* x, const float* y, int64_t n) {
@@ -171,12 +208,12 @@ void launch_add(const LaunchCtx& c, float* x, const float* y, int64_t n) {
 
 void launch_rope(const LaunchCtx& c, float* x, const int32_t* positions, int64_t n_tokens, int64_t n_heads,
                  int64_t head_dim, int64_t rope_dims, model::RopePairing pairing, float base, float freq_scale,
-                 const float* freq_factors) {
+                 const float* freq_factors, const RopeScaling& scaling) {
   const int64_t n = n_tokens * n_heads * (rope_dims / 2);
   if (n <= 0) return;
   rope_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream_of(c)>>>(
       x, positions, n_tokens, n_heads, head_dim, rope_dims, pairing == model::RopePairing::Adjacent, base, freq_scale,
-      freq_factors);
+      freq_factors, scaling);
   check_launch("rope");
 }
 

@@ -56,6 +56,8 @@ const NamedTemplate k_named[] = {
     {"mistral-v3-tekken", make_mistral(ChatTemplate::Mistral::V3Tekken)},
     {"mistral-v7", make_mistral(ChatTemplate::Mistral::V7)},
     {"phi3", make_family(ChatFamily::Phi3)},
+    {"gemma", make_family(ChatFamily::Gemma)},
+    {"gpt-oss", make_family(ChatFamily::GptOss)},
 };
 
 bool same(const ChatTemplate& a, const ChatTemplate& b) {
@@ -117,6 +119,8 @@ ChatTemplate ChatTemplate::detect(std::string_view t) {
   }
   if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return make_family(ChatFamily::Phi3);
   if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) return make_family(ChatFamily::Llama3);
+  if (contains(t, "<start_of_turn>")) return make_family(ChatFamily::Gemma);
+  if (contains(t, "<|start|>") && contains(t, "<|channel|>")) return make_family(ChatFamily::GptOss);
   return make_family(ChatFamily::Plain);
 }
 
@@ -127,6 +131,8 @@ std::string_view ChatTemplate::reply_end() const {
     case ChatFamily::Llama2:
     case ChatFamily::Mistral: return "</s>";
     case ChatFamily::Phi3: return "<|end|>\n";
+    case ChatFamily::Gemma: return "<end_of_turn>\n";
+    case ChatFamily::GptOss: return "<|return|>";
     case ChatFamily::Plain: return "\n";
   }
   return "";
@@ -139,6 +145,8 @@ std::string_view ChatTemplate::end_of_turn_token() const {
     case ChatFamily::Llama2:
     case ChatFamily::Mistral: return "</s>";
     case ChatFamily::Phi3: return "<|end|>";
+    case ChatFamily::Gemma: return "<end_of_turn>";
+    case ChatFamily::GptOss: return "<|return|>";
     case ChatFamily::Plain: return "";
   }
   return "";
@@ -149,6 +157,8 @@ std::vector<std::string_view> ChatTemplate::special_markers() const {
     case ChatFamily::ChatML: return {"<|im_start|>", "<|im_end|>"};
     case ChatFamily::Llama3: return {"<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
     case ChatFamily::Phi3: return {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>"};
+    case ChatFamily::Gemma: return {"<start_of_turn>", "<end_of_turn>"};
+    case ChatFamily::GptOss: return {"<|start|>", "<|message|>", "<|end|>", "<|return|>", "<|channel|>"};
     case ChatFamily::Llama2: return {"</s>"};  // [INST] is plain text in Llama 2's vocabulary
     case ChatFamily::Mistral:
       // v1 (Mistral 7B v0.1, Mixtral) spells [INST] in text; later vocabularies have control tokens for it.
@@ -193,6 +203,30 @@ std::vector<ChatSegment> render_conversation_segments(const ChatTemplate& tmpl, 
     case ChatFamily::Phi3:
       for (const auto& m : messages) markup(cat("<|", m.role, "|>\n")), content(m.content), markup("<|end|>\n");
       if (add_assistant) markup("<|assistant|>\n");
+      break;
+    case ChatFamily::Gemma: {
+      // No system role: the system text opens the next user turn. The assistant is "model".
+      std::string system;
+      for (const auto& m : messages) {
+        if (m.role == "system") {
+          system += trim(m.content);
+          continue;
+        }
+        const bool model = m.role == "assistant";
+        markup(cat("<start_of_turn>", model ? std::string("model") : m.role, "\n"));
+        if (!system.empty() && !model) content(system), markup("\n\n"), system.clear();
+        content(trim(m.content)), markup("<end_of_turn>\n");
+      }
+      if (add_assistant) markup("<start_of_turn>model\n");
+      break;
+    }
+    case ChatFamily::GptOss:
+      // Harmony, as llama.cpp writes it: the model's reply then opens with <|channel|>analysis or final
+      // (model/harmony.h splits them).
+      for (const auto& m : messages)
+        markup(cat("<|start|>", m.role, "<|message|>")), content(m.content),
+            markup(m.role == "assistant" ? "<|return|>" : "<|end|>");
+      if (add_assistant) markup("<|start|>assistant");
       break;
     case ChatFamily::Llama2: {
       bool inside_turn = true;  // the first "[INST] " is written up front (the BOS comes from the tokenizer)
@@ -260,57 +294,17 @@ std::string render_conversation(const ChatTemplate& tmpl, std::span<const ChatMe
 
 std::vector<ChatSegment> render_turn(const ChatTemplate& tmpl, std::string_view system, std::string_view user,
                                      bool first_turn) {
+  // The turn is the conversation of (system,) user with the assistant's prompt, after the end of the previous
+  // reply; a Llama 2 template that repeats BOS in the history opens later turns with "<s>".
+  std::vector<ChatMessage> messages;
+  if (first_turn && !system.empty()) messages.push_back({"system", std::string(system)});
+  messages.push_back({"user", std::string(user)});
   std::vector<ChatSegment> out;
-  auto markup = [&](std::string text) {
-    if (!text.empty()) out.push_back({std::move(text), true});
-  };
-  auto content = [&](std::string_view text) {
-    if (!text.empty()) out.push_back({std::string(text), false});
-  };
-  const bool has_system = first_turn && !system.empty();
-  if (!first_turn) markup(std::string(tmpl.reply_end()));
-
-  switch (tmpl.family) {
-    case ChatFamily::ChatML:
-      if (has_system) markup("<|im_start|>system\n"), content(system), markup("<|im_end|>\n");
-      markup("<|im_start|>user\n"), content(user), markup("<|im_end|>\n<|im_start|>assistant\n");
-      break;
-    case ChatFamily::Llama3:
-      if (has_system)
-        markup("<|start_header_id|>system<|end_header_id|>\n\n"), content(trim(system)), markup("<|eot_id|>");
-      markup("<|start_header_id|>user<|end_header_id|>\n\n"), content(trim(user));
-      markup("<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
-      break;
-    case ChatFamily::Phi3:
-      if (has_system) markup("<|system|>\n"), content(system), markup("<|end|>\n");
-      markup("<|user|>\n"), content(user), markup("<|end|>\n<|assistant|>\n");
-      break;
-    case ChatFamily::Llama2: {
-      auto text = [&](std::string_view s) { return tmpl.strip_messages ? trim(s) : std::string(s); };
-      markup(first_turn ? "[INST] " : tmpl.bos_in_history ? "<s>[INST] " : "[INST] ");
-      if (has_system) {
-        if (tmpl.system_block) markup("<<SYS>>\n"), content(text(system)), markup("\n<</SYS>>\n\n");
-        else content(text(system)), markup("\n");
-      }
-      content(text(user)), markup(" [/INST]");
-      break;
-    }
-    case ChatFamily::Mistral:
-      if (tmpl.mistral == ChatTemplate::Mistral::V7) {
-        if (has_system) markup("[SYSTEM_PROMPT] "), content(system), markup("[/SYSTEM_PROMPT]");
-        markup("[INST] "), content(user), markup("[/INST]");
-      } else {
-        const MistralSpacing s = spacing(tmpl.mistral);
-        markup(cat(s.leading, "[INST]", s.trailing));
-        if (has_system) content(system), markup("\n\n");
-        content(user), markup(cat(s.leading, "[/INST]"));
-      }
-      break;
-    case ChatFamily::Plain:
-      if (has_system) content(system), markup("\n\n");
-      content(user);
-      break;
-  }
+  if (!first_turn && !tmpl.reply_end().empty()) out.push_back({std::string(tmpl.reply_end()), true});
+  std::vector<ChatSegment> turn = render_conversation_segments(tmpl, messages, /*add_assistant=*/true);
+  if (!first_turn && tmpl.family == ChatFamily::Llama2 && tmpl.bos_in_history && !turn.empty())
+    turn.front().text = "<s>" + turn.front().text;
+  out.insert(out.end(), std::make_move_iterator(turn.begin()), std::make_move_iterator(turn.end()));
   return out;
 }
 

@@ -27,7 +27,7 @@
 
 namespace greta::model {
 
-enum class ChatFamily { Plain, ChatML, Llama2, Llama3, Mistral, Phi3 };
+enum class ChatFamily { Plain, ChatML, Llama2, Llama3, Mistral, Phi3, Gemma, GptOss };
 
 struct ChatTemplate {
   ChatFamily family = ChatFamily::Plain;

@@ -1,11 +1,9 @@
-// ModelConfig::from_gguf: hyperparameters from "{arch}.*" metadata, then every tensor the architecture needs is
-// checked against the shape those numbers imply (ggml order: dims[0] is the row length, i.e. the input width of a
-// weight matrix). Like llama.cpp, a file with tensors the architecture does not use is rejected: they would belong
-// to a feature (MoE experts, extra biases) that the engine would otherwise silently ignore.
+// ModelConfig::from_gguf: hyperparameters from "{arch}.*" metadata and the few flags the presence of a tensor
+// decides (tied embeddings, Q/K/V biases, rope frequency factors). The tensors themselves are checked against these
+// numbers by the architecture's file (src/engine/arch/), which knows which ones it reads.
 #include "model/model_config.h"
 
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include "core/error.h"
@@ -55,40 +53,6 @@ std::string dims_string(const std::vector<uint64_t>& d) {
   return s + "]";
 }
 
-// Checks the tensor set of a file against a config and records what was found.
-class TensorChecker {
-public:
-  TensorChecker(const GgufFile& f) : f_(f) {}
-
-  // Returns whether the tensor exists; when it does (or must), its shape and type are checked.
-  bool check(const std::string& name, std::vector<uint64_t> shape, bool required, bool is_vector_param) {
-    const GgufTensor* t = f_.find_tensor(name);
-    if (!t) {
-      if (required) fail(f_.path(), ": missing tensor '", name, "' (expected shape ", dims_string(shape), ")");
-      return false;
-    }
-    used_.insert(name);
-    if (t->dims != shape)
-      fail(f_.path(), ": tensor '", name, "' has shape ", dims_string(t->dims), ", the metadata implies ",
-           dims_string(shape));
-    const TypeTraits& tr = traits(t->type);
-    if (!tr.supported) fail(f_.path(), ": tensor '", name, "' has type ", tr.name, ", which GRETA does not support");
-    if (is_vector_param && t->type != GgmlType::F32)
-      fail(f_.path(), ": tensor '", name, "' (a norm or bias vector) must be f32, not ", tr.name);
-    return true;
-  }
-
-  void reject_unused() const {
-    for (const auto& t : f_.tensors())
-      if (!used_.count(std::string(t.name)))
-        fail(f_.path(), ": unexpected tensor '", t.name, "' (a feature this architecture reader does not support)");
-  }
-
-private:
-  const GgufFile& f_;
-  std::set<std::string> used_;
-};
-
 }  // namespace
 
 const char* arch_name(Arch a) {
@@ -96,32 +60,66 @@ const char* arch_name(Arch a) {
     case Arch::Llama: return "llama";
     case Arch::Qwen2: return "qwen2";
     case Arch::Qwen3: return "qwen3";
+    case Arch::Qwen3Moe: return "qwen3moe";
+    case Arch::Gemma3: return "gemma3";
+    case Arch::Phi3: return "phi3";
+    case Arch::GptOss: return "gpt-oss";
   }
   return "unknown";
 }
+
+namespace {
+
+// The architecture named by general.architecture, with its fixed traits (rope pairing, Q/K norms).
+void set_architecture(const GgufFile& f, ModelConfig& c) {
+  struct Known {
+    const char* name;
+    Arch arch;
+    RopePairing pairing;
+    bool qk_norm;
+  };
+  static constexpr Known kKnown[] = {
+      {"llama", Arch::Llama, RopePairing::Adjacent, false},
+      {"qwen2", Arch::Qwen2, RopePairing::NeoxHalves, false},
+      {"qwen3", Arch::Qwen3, RopePairing::NeoxHalves, true},
+      {"qwen3moe", Arch::Qwen3Moe, RopePairing::NeoxHalves, true},
+      {"gemma3", Arch::Gemma3, RopePairing::NeoxHalves, true},
+      {"phi3", Arch::Phi3, RopePairing::NeoxHalves, false},
+      {"gpt-oss", Arch::GptOss, RopePairing::NeoxHalves, false},
+  };
+  std::string supported;
+  for (const Known& k : kKnown) {
+    supported += cat(supported.empty() ? "" : ", ", k.name);
+    if (c.arch_name != k.name) continue;
+    c.arch = k.arch;
+    c.rope_pairing = k.pairing;
+    c.qk_norm = k.qk_norm;
+    return;
+  }
+  fail(f.path(), ": unsupported architecture '", c.arch_name, "' (supported: ", supported, ")");
+}
+
+}  // namespace
 
 ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   ModelConfig c;
   auto arch = f.get_string("general.architecture");
   if (!arch) fail(f.path(), ": missing metadata key 'general.architecture'");
   c.arch_name = std::string(*arch);
-  if (c.arch_name == "llama") {
-    c.arch = Arch::Llama;
-    c.rope_pairing = RopePairing::Adjacent;
-  } else if (c.arch_name == "qwen2") {
-    c.arch = Arch::Qwen2;
-    c.rope_pairing = RopePairing::NeoxHalves;
-  } else if (c.arch_name == "qwen3") {
-    c.arch = Arch::Qwen3;
-    c.rope_pairing = RopePairing::NeoxHalves;
-  } else {
-    fail(f.path(), ": unsupported architecture '", c.arch_name, "' (supported: llama, qwen2, qwen3)");
-  }
+  set_architecture(f, c);
   if (auto n = f.get_string("general.name")) c.name = std::string(*n);
 
   Reader r{f, c.arch_name + "."};
-  if (r.optional_int("expert_count", 0, 0, k_max_heads) > 0)
-    fail(f.path(), ": mixture-of-experts models (", r.key("expert_count"), " > 0) are not supported");
+  const bool moe = c.arch == Arch::Qwen3Moe || c.arch == Arch::GptOss;
+  c.n_experts = r.optional_int("expert_count", 0, 0, k_max_heads);
+  if (c.n_experts > 0 && !moe)
+    fail(f.path(), ": ", r.key("expert_count"), " = ", c.n_experts, ", but ", c.arch_name,
+         " has no mixture-of-experts layers (supported for qwen3moe and gpt-oss)");
+  if (moe) {
+    c.n_experts = r.required_int("expert_count", 1, k_max_heads);
+    c.n_experts_used = r.required_int("expert_used_count", 1, c.n_experts);
+    c.expert_ffn_dim = r.required_int("expert_feed_forward_length", 1, k_max_width);
+  }
   c.dim = r.required_int("embedding_length", 1, k_max_width);
   c.n_layers = r.required_int("block_count", 1, k_max_layers);
   c.n_heads = r.required_int("attention.head_count", 1, k_max_heads);
@@ -134,7 +132,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
     fail(f.path(), ": embedding_length ", c.dim, " is not a multiple of head_count ", c.n_heads, " and ",
          r.key("attention.key_length"), " is missing");
   c.head_dim_v = r.optional_int("attention.value_length", c.head_dim, 1, k_max_width);
-  c.ffn_dim = r.required_int("feed_forward_length", 1, k_max_width);
+  // MoE models may leave the dense FFN width out (gpt-oss writes it, unused).
+  c.ffn_dim = moe ? r.optional_int("feed_forward_length", c.expert_ffn_dim, 1, k_max_width)
+                  : r.required_int("feed_forward_length", 1, k_max_width);
   c.context_length = r.required_int("context_length", 1, k_max_context);
   auto eps = r.optional_float("attention.layer_norm_rms_epsilon");
   if (!eps) fail(f.path(), ": missing metadata key '", r.key("attention.layer_norm_rms_epsilon"), "'");
@@ -146,25 +146,49 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
   c.rope_dims = r.optional_int("rope.dimension_count", c.head_dim, 2, c.head_dim);
   if (c.rope_dims % 2 != 0) fail(f.path(), ": ", r.key("rope.dimension_count"), " = ", c.rope_dims, " is odd");
   if (c.head_dim % 2 != 0) fail(f.path(), ": head dimension ", c.head_dim, " is odd (rotary embedding needs pairs)");
+  c.rope_ctx_orig = r.optional_int("rope.scaling.original_context_length", c.context_length, 1, k_max_context);
 
-  // Rope scaling: "linear" divides positions by the factor; older files carry rope.scale_linear instead.
+  // Rope scaling: "linear" divides positions by the factor (older files carry rope.scale_linear instead); "yarn"
+  // blends scaled and unscaled frequencies (RopeOp).
   std::string scaling = "none";
   if (auto s = f.get_string(r.key("rope.scaling.type"))) scaling = std::string(*s);
   auto factor = r.optional_float("rope.scaling.factor");
-  if (scaling == "linear") {
+  // "longrope" (phi3) scales through its factor tensors, not the positions.
+  if (scaling == "longrope") {
+  } else if (scaling == "linear" || scaling == "yarn") {
     if (factor && *factor > 0) c.rope_scale = static_cast<float>(1.0 / *factor);
+    c.rope_yarn = scaling == "yarn";
   } else if (scaling != "none") {
-    fail(f.path(), ": rope scaling type '", scaling, "' is not supported (only none and linear)");
+    fail(f.path(), ": rope scaling type '", scaling, "' is not supported (none, linear, yarn and longrope are)");
   } else if (auto legacy = r.optional_float("rope.scale_linear"); legacy && *legacy > 0) {
     c.rope_scale = static_cast<float>(1.0 / *legacy);
   }
+  if (auto af = r.optional_float("rope.scaling.attn_factor"); af && *af > 0) c.yarn_attn_factor = float(*af);
+  if (auto bf = r.optional_float("rope.scaling.yarn_beta_fast")) c.yarn_beta_fast = float(*bf);
+  if (auto bs = r.optional_float("rope.scaling.yarn_beta_slow")) c.yarn_beta_slow = float(*bs);
 
-  // ---- tensors ----
-  TensorChecker t(f);
+  // Sliding-window layers: gemma3 every layer but each sixth, gpt-oss every other one (llama.cpp's patterns, or the
+  // file's attention.sliding_window_pattern). phi3 files carry a window that llama.cpp does not apply: neither do we.
+  if (c.arch == Arch::Gemma3 || c.arch == Arch::GptOss) {
+    c.sliding_window = r.optional_int("attention.sliding_window", 0, 0, k_max_context);
+    c.swa_period = r.optional_int("attention.sliding_window_pattern", c.arch == Arch::Gemma3 ? 6 : 2, 1, k_max_layers);
+    auto base_swa = r.optional_float("rope.freq_base_swa");
+    c.rope_base_swa = base_swa ? float(*base_swa) : c.arch == Arch::Gemma3 ? 10000.f : c.rope_base;
+    c.rope_scale_swa = c.arch == Arch::Gemma3 ? 1.f : c.rope_scale;
+  }
+  c.attn_scale = float(1.0 / std::sqrt(double(c.head_dim)));
+  if (c.arch == Arch::Gemma3) {
+    c.embed_scale = float(std::sqrt(double(c.dim)));
+    if (c.n_layers == 62) c.attn_scale = float(1.0 / std::sqrt(double(c.dim / c.n_heads)));  // gemma3 27B's rule
+  }
+
+  // ---- what the tensors decide ----
   const GgufTensor* embd = f.find_tensor("token_embd.weight");
   if (!embd) fail(f.path(), ": missing tensor 'token_embd.weight'");
   if (embd->dims.size() != 2) fail(f.path(), ": tensor 'token_embd.weight' must be 2-D, has shape ", dims_string(embd->dims));
   c.vocab_size = static_cast<int64_t>(embd->dims[1]);
+  if (c.vocab_size < 1 || c.vocab_size > k_max_width * 64)
+    fail(f.path(), ": token_embd.weight has ", c.vocab_size, " rows");
   if (auto v = f.get_int(r.key("vocab_size")); v && *v != c.vocab_size)
     fail(f.path(), ": ", r.key("vocab_size"), " = ", *v, " but token_embd.weight has ", c.vocab_size, " rows");
   // like llama.cpp, the token list and the embedding rows must agree (token ids index token_embd)
@@ -172,42 +196,9 @@ ModelConfig ModelConfig::from_gguf(const GgufFile& f) {
       toks && toks->type == GgufType::ARRAY && toks->array_count != uint64_t(c.vocab_size))
     fail(f.path(), ": tokenizer.ggml.tokens has ", toks->array_count, " entries but token_embd.weight has ",
          c.vocab_size, " rows");
-  const uint64_t dim = c.dim, vocab = c.vocab_size, ffn = c.ffn_dim;
-  const uint64_t q_width = c.n_heads * c.head_dim, k_width = c.n_kv_heads * c.head_dim;
-  const uint64_t v_width = c.n_kv_heads * c.head_dim_v, o_width = c.n_heads * c.head_dim_v;
-  t.check("token_embd.weight", {dim, vocab}, true, false);
-  t.check("output_norm.weight", {dim}, true, true);
-  c.tied_embeddings = !t.check("output.weight", {dim, vocab}, false, false);
-  c.rope_freq_factors = t.check("rope_freqs.weight", {uint64_t(c.rope_dims / 2)}, false, true);
-
-  for (int64_t l = 0; l < c.n_layers; ++l) {
-    std::string p = "blk." + std::to_string(l) + ".";
-    t.check(p + "attn_norm.weight", {dim}, true, true);
-    t.check(p + "attn_q.weight", {dim, q_width}, true, false);
-    t.check(p + "attn_k.weight", {dim, k_width}, true, false);
-    t.check(p + "attn_v.weight", {dim, v_width}, true, false);
-    t.check(p + "attn_output.weight", {o_width, dim}, true, false);
-    // Q/K/V biases: required by qwen2, accepted on llama (llama.cpp loads them when present); qwen3 has none
-    if (c.arch != Arch::Qwen3) {
-      bool bias_required = c.arch == Arch::Qwen2;
-      bool bq = t.check(p + "attn_q.bias", {q_width}, bias_required, true);
-      bool bk = t.check(p + "attn_k.bias", {k_width}, bias_required, true);
-      bool bv = t.check(p + "attn_v.bias", {v_width}, bias_required, true);
-      if (l == 0) c.qkv_bias = bq;
-      if (bq != c.qkv_bias || bk != c.qkv_bias || bv != c.qkv_bias)
-        fail(f.path(), ": layer ", l, " has only some of the attn_q/k/v biases");
-    }
-    if (c.arch == Arch::Qwen3) {
-      t.check(p + "attn_q_norm.weight", {uint64_t(c.head_dim)}, true, true);
-      t.check(p + "attn_k_norm.weight", {uint64_t(c.head_dim)}, true, true);
-      c.qk_norm = true;
-    }
-    t.check(p + "ffn_norm.weight", {dim}, true, true);
-    t.check(p + "ffn_gate.weight", {dim, ffn}, true, false);
-    t.check(p + "ffn_up.weight", {dim, ffn}, true, false);
-    t.check(p + "ffn_down.weight", {ffn, dim}, true, false);
-  }
-  t.reject_unused();
+  c.tied_embeddings = f.find_tensor("output.weight") == nullptr;
+  c.rope_freq_factors = f.find_tensor("rope_freqs.weight") != nullptr;
+  c.qkv_bias = c.arch == Arch::Qwen2 || c.arch == Arch::GptOss || f.find_tensor("blk.0.attn_q.bias") != nullptr;
   return c;
 }
 

@@ -1,14 +1,17 @@
-// Lenient UTF-8, the pre-tokenizer table (tokenizer.ggml.pre -> split regexes + flags) and regex word splitting.
+// Lenient UTF-8 and regex word splitting (the pre-tokenizer table is in pretokenizer_table.cpp).
 //
-// llama.cpp splits BPE input with hand-written matchers for the GPT-2 and Llama-3 regexes and with std::regex over a
-// "collapsed" text (one byte per code point, standing for its Unicode category) for the others. Both behave like a
-// real Unicode regex engine whose \s, \p{L}, \p{N}, \p{P} follow llama.cpp's code point tables, so GRETA runs the
-// original patterns through PCRE2 (UTF + UCP) directly. The only classification difference between PCRE2 10.42 and
-// llama.cpp's tables is U+180E (PCRE2 counts it as \s, llama.cpp does not): before matching it is replaced by U+200B,
-// which both classify alike (format character). Code points PCRE2 cannot hold in UTF-8 (surrogates from lenient
-// decoding, values above U+10FFFF) are matched as U+FFFD, which classifies the same way for these patterns.
+// llama.cpp splits BPE input with hand-written matchers for some patterns and std::regex for the others (see
+// pretokenizer_table.cpp); the patterns there are written so that PCRE2 (UTF + UCP) gives the same splits, with \s,
+// \p{L}, \p{N}, \p{P}, \p{M}, \p{S} following llama.cpp's code point tables. Where PCRE2's classification differs
+// (newer Unicode assignments, U+180E), the subject text carries a stand-in code point that PCRE2 classifies as
+// llama.cpp classifies the original (kStandIns). Code points PCRE2 cannot hold in UTF-8 are matched as code points of
+// the same class and inside the same literal ranges: surrogates (from lenient decoding) as U+E000, values above
+// U+10FFFF as U+10FFFF. Words keep the original code points.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+
+#include <algorithm>
+#include <iterator>
 
 #include "core/error.h"
 #include "model/tokenizer_internal.h"
@@ -84,119 +87,6 @@ void append_utf8(std::string& out, uint32_t cpt) {
   }
 }
 
-// ---- Pre-tokenizer table ------------------------------------------------------------------------------------------
-
-namespace {
-
-// The patterns llama.cpp uses (its llama-vocab.cpp), with "(?i:...)" contractions spelled out as ASCII classes: PCRE2's
-// caseless Unicode matching would also fold U+017F into 's', which llama.cpp's matcher does not.
-constexpr const char* kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
-constexpr const char* kLlama3 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|)"
-    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-// Qwen2: as Llama-3 but digits one at a time.
-constexpr const char* kQwen2 =
-    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|)"
-    R"( ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
-constexpr const char* kPoro = R"( ?[^(\s|.,!?…。，、।۔،)]+)";
-
-enum class PreKind { Default, Llama3, Gpt2, Qwen2, Falcon, Starcoder, Viking, Poro };
-
-struct PreName {
-  const char* name;
-  PreKind kind;
-  bool clean_spaces;
-  bool ignore_merges;
-  bool add_bos;
-  bool no_bos;
-};
-
-// tokenizer.ggml.pre names and the flags llama.cpp's vocabulary loader sets for them.
-constexpr PreName kPreNames[] = {
-    {"default", PreKind::Default, true, false, false, false},
-    {"llama3", PreKind::Llama3, true, true, true, false},
-    {"llama-v3", PreKind::Llama3, true, true, true, false},
-    {"llama-bpe", PreKind::Llama3, true, true, true, false},
-    {"falcon3", PreKind::Llama3, true, true, true, false},
-    {"falcon-h1", PreKind::Llama3, true, true, true, false},
-    {"pixtral", PreKind::Llama3, true, true, true, false},
-    {"midm-2.0", PreKind::Llama3, true, true, true, false},
-    {"lfm2", PreKind::Llama3, true, true, true, false},
-    {"dbrx", PreKind::Llama3, true, false, false, false},
-    {"smaug-bpe", PreKind::Llama3, true, false, false, false},
-    {"glm4", PreKind::Llama3, true, false, false, true},
-    {"chatglm-bpe", PreKind::Llama3, true, false, false, true},
-    {"gpt-2", PreKind::Gpt2, true, false, false, false},
-    {"phi-2", PreKind::Gpt2, true, false, false, false},
-    {"jina-es", PreKind::Gpt2, true, false, false, false},
-    {"jina-de", PreKind::Gpt2, true, false, false, false},
-    {"gigachat", PreKind::Gpt2, true, false, false, false},
-    {"jina-v2-es", PreKind::Gpt2, true, false, false, false},
-    {"jina-v2-de", PreKind::Gpt2, true, false, false, false},
-    {"a.x-4.0", PreKind::Gpt2, true, false, false, false},
-    {"mellum", PreKind::Gpt2, true, false, false, false},
-    {"modern-bert", PreKind::Gpt2, true, false, false, false},
-    {"exaone4", PreKind::Gpt2, true, false, false, false},
-    {"mpt", PreKind::Gpt2, true, false, false, false},
-    {"olmo", PreKind::Gpt2, true, false, false, false},
-    {"jais", PreKind::Gpt2, true, false, false, false},
-    {"trillion", PreKind::Gpt2, false, false, false, false},
-    {"granite-docling", PreKind::Gpt2, false, false, false, false},
-    {"qwen2", PreKind::Qwen2, false, false, false, false},
-    {"deepseek-r1-qwen", PreKind::Qwen2, false, false, false, false},
-    {"kormo", PreKind::Qwen2, false, false, false, false},
-    {"f2llmv2", PreKind::Qwen2, false, false, false, false},
-    {"megrez", PreKind::Qwen2, true, false, false, false},
-    {"stablelm2", PreKind::Qwen2, true, false, false, false},
-    {"hunyuan", PreKind::Qwen2, false, false, false, false},
-    {"solar-open", PreKind::Qwen2, false, false, false, false},
-    {"falcon", PreKind::Falcon, true, false, false, false},
-    {"starcoder", PreKind::Starcoder, true, false, false, false},
-    {"refact", PreKind::Starcoder, true, false, false, false},
-    {"command-r", PreKind::Starcoder, false, false, false, false},
-    {"smollm", PreKind::Starcoder, false, false, false, false},
-    {"codeshell", PreKind::Starcoder, true, false, false, false},
-    {"exaone", PreKind::Starcoder, true, false, false, false},
-    {"minerva-7b", PreKind::Starcoder, true, false, false, false},
-    {"mellum2", PreKind::Starcoder, true, false, false, false},
-    {"viking", PreKind::Viking, false, false, false, false},
-    {"poro-chat", PreKind::Poro, false, false, false, false},
-    {"bloom", PreKind::Poro, true, false, false, false},
-    {"gpt3-finnish", PreKind::Poro, true, false, false, false},
-};
-
-std::vector<std::string> patterns_for(PreKind kind) {
-  switch (kind) {
-    case PreKind::Default:
-      return {R"([\p{P}\$\+<=>\^~\|]+)", kGpt2, R"(\p{N}+)", "[0-9][0-9][0-9]"};
-    case PreKind::Llama3: return {kLlama3};
-    case PreKind::Gpt2: return {kGpt2};
-    case PreKind::Qwen2: return {kQwen2};
-    case PreKind::Falcon: return {R"([\p{P}\$\+<=>\^~\|`]+)", kGpt2, "[0-9][0-9][0-9]"};
-    case PreKind::Starcoder: return {R"(\p{N})", kGpt2};
-    case PreKind::Viking: return {kPoro, R"(\p{N})"};
-    case PreKind::Poro: return {kPoro};
-  }
-  return {};
-}
-
-}  // namespace
-
-PreTokenizerConfig pre_tokenizer_config(std::string_view pre_name) {
-  if (pre_name.empty()) pre_name = "default";  // llama.cpp warns and uses the default split
-  for (const PreName& p : kPreNames) {
-    if (pre_name != p.name) continue;
-    PreTokenizerConfig cfg;
-    cfg.patterns = patterns_for(p.kind);
-    cfg.clean_spaces = p.clean_spaces;
-    cfg.ignore_merges = p.ignore_merges;
-    cfg.add_bos = p.add_bos;
-    cfg.no_bos = p.no_bos;
-    return cfg;
-  }
-  fail("unsupported pre-tokenizer '", pre_name, "' (tokenizer.ggml.pre)");
-}
-
 // ---- Regex splitting ----------------------------------------------------------------------------------------------
 
 struct PcreCodeDeleter {
@@ -237,19 +127,51 @@ PreTokenizer::~PreTokenizer() = default;
 
 namespace {
 
+// Code points that llama.cpp's tables (Unicode 15.1) classify differently from PCRE2 10.42's (Unicode 14): each range
+// is matched as a stand-in of llama.cpp's class (letter U+10000, mark U+101FD, punctuation U+10100, number U+10107,
+// symbol U+1F300, other U+200B), or, where a pattern's literal range holds the original (U+0800-U+4E00 in the
+// DeepSeek patterns, U+0E80-U+0EFF in AFMoE's, Kimi-K2's Han ranges), one of the same class inside that range.
+// U+180E is whitespace to PCRE2 only. Generated by comparing both classifications over every code point.
+struct StandIn {
+  uint32_t first, last, stand_in;
+};
+constexpr StandIn kStandIns[] = {
+    {0xCF3, 0xCF3, 0xCBC}, {0xECE, 0xECE, 0xEB1}, {0x180E, 0x180E, 0x200B}, {0x2FFC, 0x2FFF, 0x2FF0},
+    {0x31EF, 0x31EF, 0x2FF0}, {0x10EFD, 0x10EFF, 0x101FD}, {0x1123F, 0x11240, 0x10000}, {0x11241, 0x11241, 0x101FD},
+    {0x11B00, 0x11B09, 0x10100}, {0x11F00, 0x11F01, 0x101FD}, {0x11F02, 0x11F02, 0x10000},
+    {0x11F03, 0x11F03, 0x101FD}, {0x11F04, 0x11F10, 0x10000}, {0x11F12, 0x11F33, 0x10000},
+    {0x11F34, 0x11F3A, 0x101FD}, {0x11F3E, 0x11F42, 0x101FD}, {0x11F43, 0x11F4F, 0x10100},
+    {0x11F50, 0x11F59, 0x10107}, {0x1342F, 0x1342F, 0x10000}, {0x13440, 0x13440, 0x101FD},
+    {0x13441, 0x13446, 0x10000}, {0x13447, 0x13455, 0x101FD}, {0x1B132, 0x1B132, 0x10000},
+    {0x1B155, 0x1B155, 0x10000}, {0x1D2C0, 0x1D2D3, 0x10107}, {0x1DF25, 0x1DF2A, 0x10000},
+    {0x1E030, 0x1E06D, 0x10000}, {0x1E08F, 0x1E08F, 0x101FD}, {0x1E4D0, 0x1E4EB, 0x10000},
+    {0x1E4EC, 0x1E4EF, 0x101FD}, {0x1E4F0, 0x1E4F9, 0x10107}, {0x1F6DC, 0x1F6DC, 0x1F300},
+    {0x1F774, 0x1F776, 0x1F300}, {0x1F77B, 0x1F77F, 0x1F300}, {0x1F7D9, 0x1F7D9, 0x1F300},
+    {0x1FA75, 0x1FA77, 0x1F300}, {0x1FA87, 0x1FA88, 0x1F300}, {0x1FAAD, 0x1FAAF, 0x1F300},
+    {0x1FABB, 0x1FABD, 0x1F300}, {0x1FABF, 0x1FABF, 0x1F300}, {0x1FACE, 0x1FACF, 0x1F300},
+    {0x1FADA, 0x1FADB, 0x1F300}, {0x1FAE8, 0x1FAE8, 0x1F300}, {0x1FAF7, 0x1FAF8, 0x1F300},
+    {0x2B739, 0x2B739, 0x2A700}, {0x2EBF0, 0x2EE5D, 0x10000}, {0x31350, 0x323AF, 0x10000},
+};
+
 // The code point PCRE2 sees for `cpt` (see the file comment).
 uint32_t matchable(uint32_t cpt) {
-  if ((cpt >= 0xD800 && cpt <= 0xDFFF) || cpt > 0x10FFFF) return 0xFFFD;
-  if (cpt == 0x180E) return 0x200B;
+  if (cpt < kStandIns[0].first) return cpt;
+  if (cpt >= 0xD800 && cpt <= 0xDFFF) return 0xE000;
+  if (cpt > 0x10FFFF) return 0x10FFFF;
+  const StandIn* end = std::end(kStandIns);
+  const StandIn* it = std::upper_bound(std::begin(kStandIns), end, cpt,
+                                       [](uint32_t c, const StandIn& r) { return c < r.first; });
+  if (it != std::begin(kStandIns) && cpt <= (it - 1)->last) return (it - 1)->stand_in;
   return cpt;
 }
 
 // One pcre2_match; the JIT's fixed stack can run out on huge inputs, then the interpreter (heap frames) retries.
-int match_once(const pcre2_code* code, const char* subject, size_t length, size_t start, pcre2_match_data* md) {
-  int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject), length, start, PCRE2_NO_UTF_CHECK, md, nullptr);
+int match_once(const pcre2_code* code, const char* subject, size_t length, size_t start, pcre2_match_data* md,
+               uint32_t options) {
+  options |= PCRE2_NO_UTF_CHECK;
+  int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject), length, start, options, md, nullptr);
   if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-    rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject), length, start, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
-                     md, nullptr);
+    rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(subject), length, start, options | PCRE2_NO_JIT, md, nullptr);
   return rc;
 }
 
@@ -286,9 +208,20 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
       const char* sub = subject.data() + b0;
       const size_t len = b1 - b0;
       auto cpt_count = [&](size_t from, size_t to) { return cpt_of_byte[b0 + to] - cpt_of_byte[b0 + from]; };
+      // std::regex_iterator's walk: after an empty match it first tries a non-empty match at the same place, then
+      // searches on from the next code point. An empty match still ends the gap before it (llama.cpp's empty word
+      // there yields no tokens, so it is left out).
       size_t pos = 0, last_end = 0;
+      bool after_empty = false;
       while (pos < len) {
-        const int rc = match_once(regex->code.get(), sub, len, pos, md.get());
+        int rc = match_once(regex->code.get(), sub, len, pos, md.get(),
+                            after_empty ? PCRE2_NOTEMPTY_ATSTART | PCRE2_ANCHORED : 0);
+        if (rc == PCRE2_ERROR_NOMATCH && after_empty) {
+          pos += utf8_sequence_length(sub[pos]);
+          after_empty = false;
+          if (pos >= len) break;
+          rc = match_once(regex->code.get(), sub, len, pos, md.get(), 0);
+        }
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
           PCRE2_UCHAR message[256];
@@ -297,14 +230,10 @@ std::vector<std::string> PreTokenizer::split(std::string_view text) const {
         }
         const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
         const size_t s = ov[0], e = ov[1];
-        if (e <= s) {  // empty match (none of the shipped patterns has one): step over one code point
-          if (s >= len) break;
-          pos = s + utf8_sequence_length(sub[s]);
-          continue;
-        }
         if (s > last_end) next.push_back(cpt_count(last_end, s));  // unmatched gap: a word of its own
-        next.push_back(cpt_count(s, e));
+        if (e > s) next.push_back(cpt_count(s, e));
         last_end = pos = e;
+        after_empty = e == s;
       }
       if (last_end < len) next.push_back(cpt_count(last_end, len));
       piece_start += piece_len;

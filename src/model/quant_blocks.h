@@ -6,6 +6,7 @@
 // Notation: a block holds E weights w[0..E). "q" is the stored unsigned code of a weight, "d" a scale, "m" a min or
 // offset. fp16 = IEEE binary16. Where a byte holds two 4-bit codes, "lo" is bits 0-3 and "hi" bits 4-7.
 #pragma once
+#include <bit>
 #include <cstdint>
 
 namespace greta::model {
@@ -125,10 +126,53 @@ struct BlockQ6_K {
   uint8_t d[2];
 };
 
+// ---- table formats: 4-bit codes that index a fixed table of 16 signed values -------------------------------------
+//
+// The codes are laid out as Q4_0's within each 32-weight block: qs[j].lo -> w[j], qs[j].hi -> w[j+16] (j < 16).
+
+// The IQ4_NL / IQ4_XS table (ggml's kvalues_iq4nl): a non-uniform grid, denser near zero, asymmetric (-127 .. 113).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// The MXFP4 table (ggml's kvalues_mxfp4): the 16 FP4 E2M1 values (sign bit 3; 0, 0.5, 1, 1.5, 2, 3, 4, 6) doubled,
+// so they are integers; the block scale is therefore half the E8M0 power of two (e8m0_to_float_half).
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// IQ4_NL (18 bytes): [0..2) fp16 d | [2..18) qs[16].          w = d * kIq4nlValues[q]
+struct BlockIQ4_NL {
+  uint8_t d[2];
+  uint8_t qs[16];
+};
+
+// IQ4_XS (136 bytes): [0..2) fp16 d | [2..4) scales_h (u16 LE) | [4..8) scales_l[4] | [8..136) qs[128].
+//   8 sub-blocks of 32; sub-block s has the 6-bit scale code ls = scales_l[s/2] nibble (s%2) (lo for even s) |
+//   bits 2s..2s+1 of scales_h << 4, and its codes in qs[16s .. 16s+16) laid out as IQ4_NL's.
+//                                                              w = (d * (ls - 32)) * kIq4nlValues[q]
+struct BlockIQ4_XS {
+  uint8_t d[2];
+  uint8_t scales_h[2];
+  uint8_t scales_l[4];
+  uint8_t qs[128];
+};
+
+// MXFP4 (17 bytes, so blocks sit at any byte): [0] e (E8M0: the power of two 2^(e - 127)) | [1..17) qs[16].
+//                                                              w = kMxfp4Values[q] * 2^(e - 128)
+struct BlockMXFP4 {
+  uint8_t e;
+  uint8_t qs[16];
+};
+
+// 2^(e - 128) as a float, exactly (e = 0 and 1 are subnormal: 2^-128, 2^-127); ggml's e8m0 "half" conversion.
+inline float e8m0_to_float_half(uint8_t e) {
+  const uint32_t bits = e < 2 ? (0x00200000u << e) : (uint32_t(e) - 1u) << 23;
+  return std::bit_cast<float>(bits);
+}
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&
               sizeof(BlockQ5_K) == 176 && sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockIQ4_NL) == 18 && sizeof(BlockIQ4_XS) == 136 && sizeof(BlockMXFP4) == 17);
+static_assert(alignof(BlockIQ4_XS) == 1 && alignof(BlockMXFP4) == 1);
 static_assert(alignof(BlockQ4_0) == 1 && alignof(BlockQ6_K) == 1 && alignof(BlockQ4_K) == 1);
 
 // Unpacks the 6-bit scale and min codes of sub-block s (0..7) from Q4_K / Q5_K's 12 scale bytes.
@@ -140,6 +184,13 @@ inline void unpack_scale_min_k4(const uint8_t* scales, int s, uint8_t& sc, uint8
     sc = uint8_t((scales[s + 4] & 0x0F) | ((scales[s - 4] >> 6) << 4));
     mn = uint8_t((scales[s + 4] >> 4) | ((scales[s] >> 6) << 4));
   }
+}
+
+// The 6-bit scale code (unsigned; subtract 32) of IQ4_XS sub-block s (0..7).
+inline int unpack_scale_iq4_xs(const BlockIQ4_XS& b, int s) {
+  const int low = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0F;
+  const int high = ((b.scales_h[s / 4] >> (2 * (s % 4))) & 3);
+  return low | (high << 4);
 }
 
 // Unpacks the 6-bit scale code of sub-block s (0..15) from Q3_K's 12 scale bytes (unsigned; subtract 32).

@@ -1,6 +1,6 @@
 // Public codec entry points: argument checks, per-type dispatch, and the unquantized float formats (F32, F16, BF16).
-// The quantized formats live in quants_legacy.cpp (32-weight blocks), quants_k.cpp (K-quant decoders) and
-// quants_k_quantize.cpp (K-quant quantizers); see quants_internal.h for the decoder/sink design.
+// The quantized formats live in quants_legacy.cpp (32-weight blocks), quants_k.cpp (K-quant decoders),
+// quants_k_quantize.cpp (K-quant quantizers) and quants_lut*.cpp (the table formats IQ4_NL, IQ4_XS, MXFP4); see quants_internal.h for the decoder/sink design.
 #include "model/quants.h"
 
 #include <cstring>
@@ -106,6 +106,9 @@ void dequantize_row(GgmlType type, const void* src, float* dst, int64_t n) {
     case GgmlType::Q4_K: dequantize_q4_k(src, dst, nb); return;
     case GgmlType::Q5_K: dequantize_q5_k(src, dst, nb); return;
     case GgmlType::Q6_K: dequantize_q6_k(src, dst, nb); return;
+    case GgmlType::IQ4_NL: dequantize_iq4_nl(src, dst, nb); return;
+    case GgmlType::IQ4_XS: dequantize_iq4_xs(src, dst, nb); return;
+    case GgmlType::MXFP4: dequantize_mxfp4(src, dst, nb); return;
     default: break;
   }
   fail("dequantize_row: no decoder for tensor type ", type_name(type));
@@ -130,6 +133,9 @@ float dot_row(GgmlType type, const void* row, const float* x, int64_t n) {
     case GgmlType::Q4_K: sum = dot_q4_k(row, x, nb); break;
     case GgmlType::Q5_K: sum = dot_q5_k(row, x, nb); break;
     case GgmlType::Q6_K: sum = dot_q6_k(row, x, nb); break;
+    case GgmlType::IQ4_NL: sum = dot_iq4_nl(row, x, nb); break;
+    case GgmlType::IQ4_XS: sum = dot_iq4_xs(row, x, nb); break;
+    case GgmlType::MXFP4: sum = dot_mxfp4(row, x, nb); break;
     default: fail("dot_row: no decoder for tensor type ", type_name(type));
   }
   return float(sum);
@@ -149,7 +155,10 @@ bool can_quantize(GgmlType type) {
     case GgmlType::Q3_K:
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
-    case GgmlType::Q6_K: return true;
+    case GgmlType::Q6_K:
+    case GgmlType::IQ4_NL:
+    case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4: return true;
     default: return false;
   }
 }
@@ -178,6 +187,9 @@ void quantize_row(GgmlType type, const float* src, void* dst, int64_t n) {
     case GgmlType::Q4_K: quantize_q4_k(src, dst, nb); return;
     case GgmlType::Q5_K: quantize_q5_k(src, dst, nb); return;
     case GgmlType::Q6_K: quantize_q6_k(src, dst, nb); return;
+    case GgmlType::IQ4_NL: quantize_iq4_nl(src, dst, nb); return;
+    case GgmlType::IQ4_XS: quantize_iq4_xs(src, dst, nb); return;
+    case GgmlType::MXFP4: quantize_mxfp4(src, dst, nb); return;
     default: break;
   }
   fail("quantize_row: no quantizer for tensor type ", type_name(type));

@@ -2,7 +2,8 @@
 // each block struct in quant_blocks.h documents its byte layout. These are the oracles every GPU dequantizer is
 // checked against, and the CPU backend's row kernels.
 //
-// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (decode, dot and encode).
+// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4
+// (decode, dot and encode).
 // Rows may start at any address (blocks are read byte-wise). Every function throws greta::Error naming the type for
 // an unsupported type, a negative n, or an n that is not a multiple of the type's block_elems.
 #pragma once
@@ -26,7 +27,9 @@ float dot_row(GgmlType type, const void* row, const float* x, int64_t n);
 // Encodes n floats into the packed type at dst (row_bytes(type, n) bytes). Supported for F32, F16, BF16 (round to
 // nearest even) and every quantized type above. The quantizers reproduce ggml's reference quantizers
 // (quantize_row_*_ref: what llama-quantize uses without an importance matrix), including the K-quants' iterative
-// scale/min searches, so they produce the same bytes as llama.cpp (see quants_test.cpp for what is verified).
+// scale/min searches, so they produce the same bytes as llama.cpp (see quants_test.cpp for what is verified). The
+// table formats' quantizers (IQ4_NL, IQ4_XS, MXFP4) are GRETA's own low-error searches (quants_lut_quantize.cpp);
+// their decoders are ggml's exactly.
 // Throws greta::Error naming the type for the others (Q8_1, Q8_K).
 void quantize_row(GgmlType type, const float* src, void* dst, int64_t n);
 bool can_quantize(GgmlType type);

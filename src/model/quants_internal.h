@@ -1,4 +1,5 @@
-// Internals shared by the codec files (quants.cpp, quants_legacy.cpp, quants_k.cpp, quants_k_quantize.cpp); not a
+// Internals shared by the codec files (quants.cpp, quants_legacy.cpp, quants_k.cpp, quants_k_quantize.cpp,
+// quants_lut.cpp, quants_lut_quantize.cpp); not a
 // public header. Holds the inline scalar helpers, the two "sinks" every block decoder feeds, and the per-type entry
 // points the dispatcher in quants.cpp calls.
 //
@@ -155,5 +156,18 @@ void quantize_q3_k(const float* src, void* dst, int64_t n_blocks);
 void quantize_q4_k(const float* src, void* dst, int64_t n_blocks);
 void quantize_q5_k(const float* src, void* dst, int64_t n_blocks);
 void quantize_q6_k(const float* src, void* dst, int64_t n_blocks);
+
+// quants_lut.cpp (table formats)
+void dequantize_iq4_nl(const void* src, float* dst, int64_t n_blocks);
+void dequantize_iq4_xs(const void* src, float* dst, int64_t n_blocks);
+void dequantize_mxfp4(const void* src, float* dst, int64_t n_blocks);
+double dot_iq4_nl(const void* src, const float* x, int64_t n_blocks);
+double dot_iq4_xs(const void* src, const float* x, int64_t n_blocks);
+double dot_mxfp4(const void* src, const float* x, int64_t n_blocks);
+
+// quants_lut_quantize.cpp
+void quantize_iq4_nl(const float* src, void* dst, int64_t n_blocks);
+void quantize_iq4_xs(const float* src, void* dst, int64_t n_blocks);
+void quantize_mxfp4(const float* src, void* dst, int64_t n_blocks);
 
 }  // namespace greta::model::detail

@@ -80,7 +80,10 @@ uint32_t llama_file_type(GgmlType t, bool q4_k_m) {
     case GgmlType::Q4_K: return 14;  // Q4_K_S
     case GgmlType::Q5_K: return 16;  // Q5_K_S
     case GgmlType::Q6_K: return 18;
+    case GgmlType::IQ4_NL: return 25;
+    case GgmlType::IQ4_XS: return 30;
     case GgmlType::BF16: return 32;
+    case GgmlType::MXFP4: return 38;  // LLAMA_FTYPE_MOSTLY_MXFP4_MOE
     default: return 0;
   }
 }
@@ -94,8 +97,15 @@ void validate(const SynthOptions& o) {
   auto in_range = [](const char* what, int64_t v, int64_t lo, int64_t hi) {
     if (v < lo || v > hi) fail("", what, " = ", v, " is outside [", lo, ", ", hi, "]");
   };
-  if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3")
-    fail("unsupported architecture '", o.arch, "' (llama, qwen2, qwen3)");
+  static const char* const kArchs[] = {"llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "phi3", "gpt-oss"};
+  if (std::find(std::begin(kArchs), std::end(kArchs), o.arch) == std::end(kArchs))
+    fail("unsupported architecture '", o.arch, "' (llama, qwen2, qwen3, qwen3moe, gemma3, phi3, gpt-oss)");
+  if (o.arch == "qwen3moe" || o.arch == "gpt-oss") {
+    in_range("--experts", o.n_experts, 1, 1024);
+    in_range("--experts-used", o.n_experts_used, 1, o.n_experts);
+    in_range("--expert-ffn", o.expert_ffn_dim, 0, 1 << 18);
+  }
+  in_range("--sliding-window", o.sliding_window, 0, int64_t(1) << 24);
   in_range("--dim", o.dim, 1, 1 << 16);
   in_range("--layers", o.n_layers, 1, 1024);
   in_range("--heads", o.n_heads, 1, 1024);
@@ -142,7 +152,7 @@ void parse_synth_type(const std::string& name, SynthOptions& o) {
   }
   if (lower == "q4_k_s") lower = "q4_k";
   auto t = type_from_name(lower);
-  if (!t || !can_quantize(*t)) fail("unknown or unsupported --type '", name, "' (e.g. f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m)");
+  if (!t || !can_quantize(*t)) fail("unknown or unsupported --type '", name, "' (e.g. f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, q4_k_m, iq4_nl, iq4_xs, mxfp4)");
   o.type = *t;
   o.q4_k_m_mix = false;
 }
@@ -152,8 +162,11 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   SynthSummary summary;
   const int64_t kv_heads = o.n_kv_heads ? o.n_kv_heads : o.n_heads;
   const int64_t head_dim = o.head_dim ? o.head_dim : o.dim / o.n_heads;
-  const bool is_qwen = o.arch != "llama";
-  const float rope_base = o.rope_base > 0 ? o.rope_base : (is_qwen ? 1e6f : 10000.f);
+  const bool is_qwen = o.arch == "qwen2" || o.arch == "qwen3" || o.arch == "qwen3moe" || o.arch == "gemma3";
+  const bool moe = o.arch == "qwen3moe" || o.arch == "gpt-oss";
+  const float rope_base = o.rope_base > 0 ? o.rope_base : o.arch == "gpt-oss" ? 150000.f : (is_qwen ? 1e6f : 10000.f);
+  const int64_t expert_ffn = o.expert_ffn_dim > 0 ? o.expert_ffn_dim : o.ffn_dim;
+  const int64_t window = o.sliding_window > 0 ? o.sliding_window : o.arch == "gemma3" ? 512 : 128;
 
   GgufFile vocab = GgufFile::open(o.vocab_from);
   const int64_t n_vocab = static_cast<int64_t>(vocab.get_string_array("tokenizer.ggml.tokens").size());
@@ -179,6 +192,19 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   w.add_uint32(a + "rope.dimension_count", uint32_t(head_dim));
   w.add_float32(a + "attention.layer_norm_rms_epsilon", is_qwen ? 1e-6f : 1e-5f);
   w.add_uint32(a + "vocab_size", uint32_t(n_vocab));
+  if (moe) {
+    w.add_uint32(a + "expert_count", uint32_t(o.n_experts));
+    w.add_uint32(a + "expert_used_count", uint32_t(o.n_experts_used));
+    w.add_uint32(a + "expert_feed_forward_length", uint32_t(expert_ffn));
+  }
+  if (o.arch == "gemma3" || o.arch == "gpt-oss") w.add_uint32(a + "attention.sliding_window", uint32_t(window));
+  if (o.arch == "gemma3") w.add_float32(a + "rope.freq_base_swa", 10000.f);
+  if (o.arch == "phi3") w.add_uint32(a + "rope.scaling.original_context_length", uint32_t(o.context_length));
+  if (o.arch == "gpt-oss") {  // YaRN as the published files carry it
+    w.add_string(a + "rope.scaling.type", "yarn");
+    w.add_float32(a + "rope.scaling.factor", 32.f);
+    w.add_uint32(a + "rope.scaling.original_context_length", 4096);
+  }
   for (const auto& kv : vocab.metadata())
     if (kv.key.substr(0, 10) == "tokenizer.") w.copy_kv(kv);
 
@@ -187,6 +213,7 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   auto matrix_type = [&](GgmlType want, uint64_t row_len) {
     if (row_len % traits(want).block_elems == 0) return want;
     ++summary.n_fallback_tensors;  // llama.cpp also falls back when a row does not split into blocks
+    if (want == GgmlType::IQ4_XS && row_len % 32 == 0) return GgmlType::IQ4_NL;  // llama.cpp's IQ4_XS fallback
     return row_len % 32 == 0 ? GgmlType::Q8_0 : GgmlType::F16;
   };
   const uint64_t dim = o.dim, ffn = o.ffn_dim, vocab_rows = n_vocab;
@@ -194,35 +221,66 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   auto add_matrix = [&](std::string name, uint64_t in, uint64_t out, GgmlType t) {
     plan.push_back({std::move(name), {in, out}, matrix_type(t, in), Init::Matrix});
   };
+  auto add_experts = [&](std::string name, uint64_t in, uint64_t out, GgmlType t) {
+    plan.push_back({std::move(name), {in, out, uint64_t(o.n_experts)}, matrix_type(t, in), Init::Matrix});
+  };
   auto add_vector = [&](std::string name, uint64_t n, Init init) {
     plan.push_back({std::move(name), {n}, GgmlType::F32, init});
   };
-  const GgmlType base = o.type;
-  const GgmlType more = o.q4_k_m_mix ? GgmlType::Q6_K : o.type;
+  const GgmlType expert_type = o.type;
+  const GgmlType base = o.type == GgmlType::MXFP4 ? GgmlType::Q8_0 : o.type;
+  const GgmlType more = o.q4_k_m_mix ? GgmlType::Q6_K : base;
   add_matrix("token_embd.weight", dim, vocab_rows, base);
   add_vector("output_norm.weight", dim, Init::Norm);
   if (!o.tied_embeddings) add_matrix("output.weight", dim, vocab_rows, more);
+  const uint64_t E = uint64_t(o.n_experts), effn = uint64_t(expert_ffn);
   for (int64_t l = 0; l < o.n_layers; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     const GgmlType extra = use_more_bits(l, o.n_layers) ? more : base;
     add_vector(p + "attn_norm.weight", dim, Init::Norm);
-    add_matrix(p + "attn_q.weight", dim, q_w, base);
-    add_matrix(p + "attn_k.weight", dim, kv_w, base);
-    add_matrix(p + "attn_v.weight", dim, kv_w, extra);
+    if (o.arch == "phi3") {
+      add_matrix(p + "attn_qkv.weight", dim, q_w + 2 * kv_w, base);
+    } else {
+      add_matrix(p + "attn_q.weight", dim, q_w, base);
+      add_matrix(p + "attn_k.weight", dim, kv_w, base);
+      add_matrix(p + "attn_v.weight", dim, kv_w, extra);
+    }
     add_matrix(p + "attn_output.weight", q_w, dim, base);
-    if (o.arch == "qwen2") {
+    if (o.arch == "qwen2" || o.arch == "gpt-oss") {
       add_vector(p + "attn_q.bias", q_w, Init::Bias);
       add_vector(p + "attn_k.bias", kv_w, Init::Bias);
       add_vector(p + "attn_v.bias", kv_w, Init::Bias);
     }
-    if (o.arch == "qwen3") {
+    if (o.arch == "gpt-oss") {
+      add_vector(p + "attn_output.bias", dim, Init::Bias);
+      add_vector(p + "attn_sinks.weight", uint64_t(o.n_heads), Init::Bias);
+    }
+    if (o.arch == "qwen3" || o.arch == "qwen3moe" || o.arch == "gemma3") {
       add_vector(p + "attn_q_norm.weight", head_dim, Init::Norm);
       add_vector(p + "attn_k_norm.weight", head_dim, Init::Norm);
     }
-    add_vector(p + "ffn_norm.weight", dim, Init::Norm);
-    add_matrix(p + "ffn_gate.weight", dim, ffn, base);
-    add_matrix(p + "ffn_up.weight", dim, ffn, base);
-    add_matrix(p + "ffn_down.weight", ffn, dim, extra);
+    if (o.arch == "gemma3") add_vector(p + "post_attention_norm.weight", dim, Init::Norm);
+    add_vector(p + (o.arch == "gpt-oss" ? "post_attention_norm.weight" : "ffn_norm.weight"), dim, Init::Norm);
+    if (moe) {
+      plan.push_back({p + "ffn_gate_inp.weight", {dim, E}, GgmlType::F32, Init::Matrix});
+      add_experts(p + "ffn_gate_exps.weight", dim, effn, expert_type);
+      add_experts(p + "ffn_up_exps.weight", dim, effn, expert_type);
+      add_experts(p + "ffn_down_exps.weight", effn, dim, expert_type);
+      if (o.arch == "gpt-oss") {
+        add_vector(p + "ffn_gate_inp.bias", E, Init::Bias);
+        for (const char* b : {"ffn_gate_exps.bias", "ffn_up_exps.bias"})
+          plan.push_back({p + b, {effn, E}, GgmlType::F32, Init::Bias});
+        plan.push_back({p + "ffn_down_exps.bias", {dim, E}, GgmlType::F32, Init::Bias});
+      }
+    } else if (o.arch == "phi3") {
+      add_matrix(p + "ffn_up.weight", dim, 2 * ffn, base);
+      add_matrix(p + "ffn_down.weight", ffn, dim, extra);
+    } else {
+      add_matrix(p + "ffn_gate.weight", dim, ffn, base);
+      add_matrix(p + "ffn_up.weight", dim, ffn, base);
+      add_matrix(p + "ffn_down.weight", ffn, dim, extra);
+    }
+    if (o.arch == "gemma3") add_vector(p + "post_ffw_norm.weight", dim, Init::Norm);
   }
   for (const auto& t : plan) {
     w.add_tensor(t.name, t.dims, t.type);
@@ -243,7 +301,8 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
   for (size_t ti = 0; ti < plan.size(); ++ti) {
     const PlannedTensor& t = plan[ti];
     const int64_t row_len = static_cast<int64_t>(t.dims[0]);
-    const uint64_t rows = t.dims.size() > 1 ? t.dims[1] : 1;
+    uint64_t rows = 1;
+    for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];  // 3-D expert tensors: every expert's rows
     const uint64_t rb = row_bytes(t.type, row_len);
     const uint64_t rows_per_chunk = std::max<uint64_t>(1, k_chunk_bytes / rb);
     for (uint64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {

@@ -1,5 +1,5 @@
-// Synthetic-model generator: writes a random-weight llama / qwen2 / qwen3 GGUF of any shape that llama.cpp and
-// GRETA both load (benchmarks at 7B/8B scale without downloading weights; small models for tests).
+// Synthetic-model generator: writes a random-weight llama / qwen2 / qwen3 / qwen3moe / gemma3 / phi3 / gpt-oss GGUF
+// of any shape that llama.cpp and GRETA both load (benchmarks at 7B/8B scale without downloading weights; small models for tests).
 //
 // Weights: every matrix ~ N(0, 0.02) (an Irwin-Hall approximation: fast and bounded), norm weights ~ 1 + U(-0.1, 0.1),
 // Q/K/V biases ~ N(0, 0.02). Each row's values come from its own generator seeded by (seed, tensor, row), so the
@@ -15,7 +15,7 @@
 namespace greta::model {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama | qwen2 | qwen3
+  std::string arch = "llama";  // llama | qwen2 | qwen3 | qwen3moe | gemma3 | phi3 | gpt-oss
   int64_t dim = 256;
   int64_t n_layers = 2;
   int64_t n_heads = 8;
@@ -25,7 +25,11 @@ struct SynthOptions {
   int64_t context_length = 4096;
   float rope_base = 0;         // 0: the architecture's usual (llama 10000, qwen 1e6)
   bool tied_embeddings = false;
-  // Weight type of every matrix; norms and biases stay F32. `q4_k_m_mix` uses llama.cpp's Q4_K_M mix instead
+  // Mixture of experts (qwen3moe, gpt-oss): experts per layer, used per token, and each expert's FFN width.
+  int64_t n_experts = 8, n_experts_used = 2, expert_ffn_dim = 0;  // 0: ffn_dim
+  int64_t sliding_window = 0;  // gemma3, gpt-oss: 0 picks the architecture's usual (gemma3 512, gpt-oss 128)
+  // Weight type of every matrix; norms, biases and routers stay F32. MXFP4 (gpt-oss's format) is for the expert
+  // tensors: the other matrices are then Q8_0, as in the published gpt-oss files. `q4_k_m_mix` uses llama.cpp's Q4_K_M mix instead
   // (Q4_K, with Q6_K for output.weight and for attn_v / ffn_down in the layers llama.cpp gives more bits).
   GgmlType type = GgmlType::F16;
   bool q4_k_m_mix = false;
@@ -48,6 +52,7 @@ struct SynthSummary {
   uint64_t n_params = 0;
   int64_t vocab_size = 0;
   int n_fallback_tensors = 0;  // matrices whose row length is not a multiple of the type's block: stored as Q8_0/F16
+                               // (IQ4_XS: as IQ4_NL, llama.cpp's fallback, when a multiple of 32)
 };
 
 // Parses a --type name: any ggml type name GRETA can quantize ("q4_k", "Q8_0", "f16", ...) or "q4_k_m".

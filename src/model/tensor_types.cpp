@@ -7,7 +7,7 @@
 namespace greta::model {
 
 namespace {
-// Block sizes from ggml's block structs (QK4_0 = QK8_0 = 32, QK_K = 256).
+// Block sizes from ggml's block structs (QK4_0 = QK8_0 = QK4_NL = QK_MXFP4 = 32, QK_K = 256).
 constexpr TypeTraits k_traits[] = {
     {GgmlType::F32, "f32", 1, 4, true},
     {GgmlType::F16, "f16", 1, 2, true},
@@ -24,6 +24,9 @@ constexpr TypeTraits k_traits[] = {
     {GgmlType::Q5_K, "q5_K", 256, 176, true}, // f16 d, dmin; 12 scales; 32 qh; 128 qs
     {GgmlType::Q6_K, "q6_K", 256, 210, true}, // 128 ql; 64 qh; 16 int8 scales; f16 d
     {GgmlType::Q8_K, "q8_K", 256, 292, false},// f32 d; 256 int8; 16 int16 bsums (activation type)
+    {GgmlType::IQ4_NL, "iq4_nl", 32, 18, true},  // f16 d; 16 bytes of 4-bit indices into a 16-value table
+    {GgmlType::IQ4_XS, "iq4_xs", 256, 136, true},// f16 d; u16 scales_h; 4 scales_l; 128 bytes of indices
+    {GgmlType::MXFP4, "mxfp4", 32, 17, true},    // e8m0 exponent; 16 bytes of 4-bit e2m1 codes
 };
 }  // namespace
 

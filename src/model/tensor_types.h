@@ -1,6 +1,7 @@
 // GGML tensor types as stored in GGUF files: ids, block shapes and names. The numeric ids are ggml's (part of the
 // file format); block layouts live in quants.h. A "block" is the unit of storage: block_elems weights packed into
-// block_bytes bytes (1 element for F32/F16/BF16, 32 for the legacy quants, 256 for the K-quants).
+// block_bytes bytes (1 element for F32/F16/BF16, 32 for the legacy quants, IQ4_NL and MXFP4, 256 for the K-quants and
+// IQ4_XS).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,12 +25,15 @@ enum class GgmlType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
+  IQ4_XS = 23,
   BF16 = 30,
+  MXFP4 = 39,
 };
 
 struct TypeTraits {
   GgmlType type;
-  const char* name;     // ggml's spelling: "q4_K", "bf16"
+  const char* name;     // ggml's spelling: "q4_K", "bf16", "iq4_nl", "mxfp4"
   uint32_t block_elems;  // weights per block
   uint32_t block_bytes;  // bytes per block
   bool supported;        // GRETA can dequantize it (reference dequantizer in quants.cpp)

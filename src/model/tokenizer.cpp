@@ -1,5 +1,6 @@
 // Tokenizer: vocabulary set-up with llama.cpp's defaults and fix-ups, special-token partitioning, encode and decode.
-// The per-algorithm work lives in tokenizer_spm.cpp, tokenizer_bpe.cpp and pretokenizer.cpp; reading GGUF metadata in
+// The per-algorithm work lives in tokenizer_spm.cpp, tokenizer_bpe.cpp, tokenizer_wpm.cpp and pretokenizer.cpp; reading
+// GGUF metadata in
 // tokenizer_gguf.cpp.
 #include "model/tokenizer.h"
 
@@ -18,6 +19,7 @@ using namespace tok;
 
 struct Tokenizer::Impl {
   bool is_spm = true;
+  bool is_wpm = false;  // WordPiece (bert)
   std::string kind_name;  // tokenizer.ggml.model
   std::string pre_name;   // tokenizer.ggml.pre ("default" when absent)
   TokenTable table;
@@ -27,7 +29,10 @@ struct Tokenizer::Impl {
   std::vector<TokenId> specials;  // CONTROL / USER_DEFINED / UNKNOWN tokens, longest text first (stable by id)
   std::unordered_set<TokenId> eog;
   TokenId bos = -1, eos = -1, eot = -1, eom = -1, unk = -1, sep = -1, pad = -1;
-  bool add_bos = false, add_eos = false, add_space_prefix = false, clean_spaces = false, ignore_merges = false;
+  bool add_bos = false, add_eos = false, add_space_prefix = false, clean_spaces = false;
+  bool byte_encode = true, escape_spaces = false;  // BPE: GPT-2 byte mapping, or SPM-style raw UTF-8 with U+2581
+  BpeWordOptions bpe_options;
+  WpmOptions wpm_options;
 
   // A piece of the input: a special token (token >= 0) or raw text [offset, offset + length).
   struct Fragment {
@@ -36,7 +41,7 @@ struct Tokenizer::Impl {
     size_t length;
   };
   // Applies llama.cpp's defaults, metadata overrides and text-based fix-ups to the special tokens, in its order.
-  void set_up_special_tokens(const TokenizerVocab& v);
+  void set_up_special_tokens(const TokenizerVocab& v, bool force_add_bos);
   std::vector<Fragment> partition(std::string_view text, bool parse_special) const;
   // Token ids of partitioned text (raw fragments index into `text`).
   std::vector<TokenId> encode_fragments(std::string_view text, const std::vector<Fragment>& fragments,
@@ -126,21 +131,38 @@ Tokenizer Tokenizer::from_vocab(TokenizerVocab v) {
   t.kind_name = v.model;
   t.pre_name = v.pre.empty() ? "default" : v.pre;
 
+  bool force_add_bos = false;
   if (v.model == "llama") {
     t.is_spm = true;
     t.bos = 1, t.eos = 2, t.unk = 0;
     t.add_space_prefix = true, t.clean_spaces = false, t.add_bos = true, t.add_eos = false;
-  } else if (v.model == "gpt2") {
+  } else if (v.model == "gpt2" || v.model == "gemma4") {
+    // gemma4 is BPE with its own pre-tokenizer whatever tokenizer.ggml.pre says, and no default special ids.
     t.is_spm = false;
-    t.bos = 11, t.eos = 11;
-    PreTokenizerConfig cfg = pre_tokenizer_config(v.pre);
+    if (v.model == "gemma4") {
+      t.pre_name = "gemma4";
+    } else {
+      t.bos = 11, t.eos = 11;
+    }
+    const PreTokenizerConfig cfg = pre_tokenizer_config(t.pre_name);
     t.pre.emplace(cfg.patterns);
     t.ranks.emplace(v.merges);
-    t.add_space_prefix = false, t.clean_spaces = cfg.clean_spaces, t.ignore_merges = cfg.ignore_merges;
+    t.add_space_prefix = false, t.clean_spaces = cfg.clean_spaces;
+    t.byte_encode = cfg.byte_encode, t.escape_spaces = cfg.escape_spaces;
+    t.bpe_options = {cfg.ignore_merges, cfg.newline_runs_whole, !cfg.byte_encode};
     t.add_bos = cfg.add_bos;
+    force_add_bos = cfg.force_add_bos;
     if (cfg.no_bos) t.bos = -1;
+  } else if (v.model == "bert") {
+    // WordPiece: [CLS] 101 / [SEP] 102 / [UNK] 100 by default; tokenizer.ggml.pre is not used.
+    t.is_spm = false, t.is_wpm = true;
+    t.bos = 101, t.unk = 100, t.sep = 102, t.pad = 0;
+    t.add_space_prefix = false, t.clean_spaces = true, t.add_bos = true, t.add_eos = false;
+    t.wpm_options.lowercase = v.lowercase.value_or(true);
+    t.wpm_options.strip_accents = v.strip_accents.value_or(t.wpm_options.lowercase);
   } else {
-    fail("unsupported tokenizer model '", v.model, "' (tokenizer.ggml.model; GRETA supports \"llama\" and \"gpt2\")");
+    fail("unsupported tokenizer model '", v.model,
+         "' (tokenizer.ggml.model; GRETA supports \"llama\", \"gpt2\", \"gemma4\" and \"bert\")");
   }
   if (v.add_space_prefix) t.add_space_prefix = *v.add_space_prefix;
 
@@ -161,12 +183,14 @@ Tokenizer Tokenizer::from_vocab(TokenizerVocab v) {
     e.attr = v.token_types.empty() ? kAttrNormal : attr_of_type(v.token_types[i]);
     auto [it, inserted] = t.table.ids.try_emplace(e.text, static_cast<TokenId>(i));
     if (!inserted) fail("duplicate token in the vocabulary: ids ", it->second, " and ", i, " have the same text");
+    t.wpm_options.max_token_len = std::max(t.wpm_options.max_token_len, e.text.size());
   }
-  t.set_up_special_tokens(v);
+  t.set_up_special_tokens(v, force_add_bos);
+  t.wpm_options.unk = t.unk;
   return Tokenizer(std::move(impl));
 }
 
-void Tokenizer::Impl::set_up_special_tokens(const TokenizerVocab& v) {
+void Tokenizer::Impl::set_up_special_tokens(const TokenizerVocab& v, bool force_add_bos) {
   Impl& t = *this;
   const TokenId n = t.table.size();
   auto in_range = [&](TokenId id) { return id >= 0 && id < n; };
@@ -179,6 +203,7 @@ void Tokenizer::Impl::set_up_special_tokens(const TokenizerVocab& v) {
   resolve(t.unk, v.unk), resolve(t.sep, v.sep), resolve(t.pad, v.pad);
   if (v.add_bos) t.add_bos = *v.add_bos;
   if (v.add_eos) t.add_eos = *v.add_eos;
+  if (force_add_bos) t.add_bos = true;  // llama.cpp overrides add_bos_token = false for gemma4
   if (t.add_bos && t.bos < 0) fail("tokenizer.ggml.add_bos_token is true, but the vocabulary has no BOS token");
   if (t.add_eos && t.eos < 0) fail("tokenizer.ggml.add_eos_token is true, but the vocabulary has no EOS token");
 
@@ -338,6 +363,18 @@ std::vector<TokenId> Tokenizer::Impl::encode_fragments(std::string_view text, co
                                                        bool add_special) const {
   const Impl& t = *this;
   std::vector<TokenId> out;
+  if (t.is_wpm) {
+    // llama.cpp adds [CLS] and [SEP] whenever special tokens are asked for, whatever add_bos / add_eos say.
+    if (add_special && t.bos >= 0) out.push_back(t.bos);
+    for (const auto& f : fragments) {
+      if (f.token >= 0)
+        out.push_back(f.token);
+      else
+        wpm_encode(t.table, t.wpm_options, text.substr(f.offset, f.length), out);
+    }
+    if (add_special && t.sep >= 0) out.push_back(t.sep);
+    return out;
+  }
   if (add_special && t.add_bos) out.push_back(t.bos);
   if (t.is_spm) {
     // A space is prepended to the text at the start and after every special token (add_space_prefix).
@@ -360,8 +397,10 @@ std::vector<TokenId> Tokenizer::Impl::encode_fragments(std::string_view text, co
         out.push_back(f.token);
         continue;
       }
-      for (const std::string& word : t.pre->split(text.substr(f.offset, f.length)))
-        bpe_encode_word(t.table, *t.ranks, t.ignore_merges, t.bytes.encode(word), out);
+      std::string raw(text.substr(f.offset, f.length));
+      if (t.escape_spaces) replace_all(raw, " ", kEscapedSpace);
+      for (const std::string& word : t.pre->split(raw))
+        bpe_encode_word(t.table, *t.ranks, t.bpe_options, t.byte_encode ? t.bytes.encode(word) : word, out);
     }
   }
   if (add_special && t.add_eos) out.push_back(t.eos);
@@ -375,7 +414,7 @@ std::string Tokenizer::Impl::piece(TokenId id, bool render_special) const {
   if (!render_special && (e.attr & (kAttrUnknown | kAttrControl))) return {};
   if (e.attr & (kAttrUnknown | kAttrControl | kAttrUserDefined)) return e.text;
   if (e.attr & kAttrNormal) {
-    if (!is_spm) return bytes.decode(e.text);
+    if (!is_spm && !is_wpm && !escape_spaces) return bytes.decode(e.text);
     std::string s = e.text;
     replace_all(s, kEscapedSpace, " ");
     return s;

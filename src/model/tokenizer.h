@@ -1,7 +1,12 @@
 // Text <-> token ids, agreeing with llama.cpp's tokenizers on every vocabulary GRETA ships tests for.
 //   tokenizer.ggml.model = "llama": SentencePiece-style (score-driven merges, byte fallback <0xNN>, "▁" for spaces)
 //   tokenizer.ggml.model = "gpt2":  byte-level BPE (ranked merges) after a regex pre-tokenizer chosen by
-//                                   tokenizer.ggml.pre (llama-bpe/llama3, qwen2, gpt-2, ...; PCRE2 with Unicode props)
+//                                   tokenizer.ggml.pre (every name llama.cpp accepts: llama-bpe, qwen2, qwen35,
+//                                   deepseek-llm, deepseek-coder, command-r, ...; PCRE2 with Unicode properties)
+//   tokenizer.ggml.model = "gemma4": SPM-style BPE: spaces as "▁", ranked merges over raw UTF-8 between newline runs,
+//                                   byte fallback to <0xNN>
+//   tokenizer.ggml.model = "bert":  WordPiece: BERT normalization (lowercase, accents stripped), words split at
+//                                   whitespace and punctuation, greedy longest-match subwords ("▁" marks word starts)
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,7 +23,7 @@ using TokenId = int32_t;
 // Everything from_gguf reads from tokenizer.ggml.* (plus general.name), as plain data: tests, fuzzers and
 // synthetic vocabularies build tokenizers from it without a file. Absent optionals take llama.cpp's defaults.
 struct TokenizerVocab {
-  std::string model;                 // tokenizer.ggml.model: "llama" (SPM) or "gpt2" (BPE)
+  std::string model;                 // tokenizer.ggml.model: "llama" (SPM), "gpt2" (BPE), "gemma4" or "bert" (WPM)
   std::string pre;                   // tokenizer.ggml.pre; empty = absent ("default")
   std::string model_name;            // general.name (llama.cpp keys a few per-model token attributes off it)
   std::vector<std::string> tokens;   // tokenizer.ggml.tokens
@@ -28,6 +33,7 @@ struct TokenizerVocab {
   std::vector<std::string> merges;   // tokenizer.ggml.merges, "left right" in rank order (BPE only)
   std::optional<int64_t> bos, eos, eot, eom, unk, sep, pad;  // *_token_id; out-of-range ids keep the default
   std::optional<bool> add_bos, add_eos, add_space_prefix;    // add_bos_token / add_eos_token / add_space_prefix
+  std::optional<bool> lowercase, strip_accents;  // tokenizer.ggml.normalizer.* (bert); strip_accents defaults to lowercase
 };
 
 class Tokenizer {
@@ -40,7 +46,8 @@ public:
   Tokenizer& operator=(Tokenizer&&) noexcept;
   ~Tokenizer();
 
-  // add_special: prepend BOS / append EOS as the model's add_bos/add_eos flags say.
+  // add_special: prepend BOS / append EOS as the model's add_bos/add_eos flags say (bert: [CLS] ... [SEP] always,
+  // as llama.cpp does).
   // parse_special: recognise special/control token text (e.g. "<|im_start|>") in `text`. User-defined tokens are
   // recognised either way (as in llama.cpp). Any byte string is accepted: invalid UTF-8 goes through SPM's byte
   // fallback, and becomes U+FFFD before BPE's pre-tokenizer.
@@ -60,13 +67,14 @@ public:
   // llama.cpp's llama_detokenize(remove_special = false): the pieces joined; with SPM's add_space_prefix the first
   // token's leading space is dropped (even when the first token is a BOS that renders as "", so drop the BOS first to
   // get the text back); BPE pre-tokenizers that ask for it clean up spaces before punctuation (" ," -> ",").
-  // decode(encode(s, false)) == s for valid UTF-8 s, except SPM text containing "▁" and those clean-ups.
+  // decode(encode(s, false)) == s for valid UTF-8 s, except SPM text containing "▁" and those clean-ups; bert gives
+  // the normalized words back, each after a space (" hello, world" for "Hello, World").
   std::string decode(const std::vector<TokenId>& ids, bool render_special = false) const;
   // The raw vocabulary string of a token (for --pieces).
   std::string_view token_text(TokenId id) const;
 
   int32_t vocab_size() const;
-  std::string_view kind() const;           // "llama" (SPM) or "gpt2" (BPE)
+  std::string_view kind() const;           // "llama" (SPM), "gpt2" (BPE), "gemma4" (SPM-style BPE), "bert" (WPM)
   std::string_view pre_tokenizer() const;  // tokenizer.ggml.pre, "default" when absent
   TokenId bos() const;                     // -1 when the model has none
   TokenId eos() const;

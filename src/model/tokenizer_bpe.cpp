@@ -1,5 +1,5 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2"): the GPT-2 byte <-> code point mapping and ranked merging inside one
-// pre-tokenized word, as llama.cpp's llm_tokenizer_bpe_session does it.
+// BPE (tokenizer.ggml.model = "gpt2", and "gemma4"'s SPM-style BPE over raw UTF-8): the GPT-2 byte <-> code point
+// mapping and ranked merging inside one pre-tokenized word, as llama.cpp's llm_tokenizer_bpe_session does it.
 #include <cstdio>
 #include <queue>
 
@@ -53,21 +53,31 @@ std::string ByteLevelCodec::decode(std::string_view text) const {
 
 // ---- Ranked merges --------------------------------------------------------------------------------------------------
 
+namespace {
+// The map key of a pair: left's length, then both texts. A merge string is split llama.cpp's way, at the first space
+// after its first byte, so a pair whose left side contains a space is never found, as there.
+void pair_key(std::string& key, std::string_view left, std::string_view right) {
+  const uint32_t n = static_cast<uint32_t>(left.size());
+  key.assign(reinterpret_cast<const char*>(&n), sizeof(n));
+  key.append(left);
+  key.append(right);
+}
+}  // namespace
+
 BpeRanks::BpeRanks(const std::vector<std::string>& merges) {
   ranks_.reserve(merges.size());
+  std::string key;
   for (size_t i = 0; i < merges.size(); ++i) {
-    const std::string& merge = merges[i];
-    // llama.cpp splits at the first space after the first byte; a merge without one can never be looked up.
-    if (merge.size() < 2 || merge.find(' ', 1) == std::string::npos) continue;
-    ranks_.try_emplace(merge, static_cast<int32_t>(i));  // the first occurrence keeps its rank
+    const std::string_view merge = merges[i];
+    const size_t space = merge.size() < 2 ? std::string_view::npos : merge.find(' ', 1);
+    if (space == std::string_view::npos) continue;  // llama.cpp files it under an empty pair, never looked up
+    pair_key(key, merge.substr(0, space), merge.substr(space + 1));
+    ranks_.try_emplace(key, static_cast<int32_t>(i));  // the first occurrence keeps its rank
   }
 }
 
 int BpeRanks::rank(std::string_view left, std::string_view right, std::string& scratch) const {
-  // Byte-level words never contain a raw space, so "left right" names exactly one (left, right) pair.
-  scratch.assign(left);
-  scratch += ' ';
-  scratch += right;
+  pair_key(scratch, left, right);
   auto it = ranks_.find(std::string_view(scratch));
   return it == ranks_.end() ? -1 : it->second;
 }
@@ -98,10 +108,10 @@ struct BigramOrder {
 
 }  // namespace
 
-void bpe_encode_word(const TokenTable& table, const BpeRanks& ranks, bool ignore_merges, std::string_view word,
-                     std::vector<TokenId>& out) {
+void bpe_encode_word(const TokenTable& table, const BpeRanks& ranks, const BpeWordOptions& options,
+                     std::string_view word, std::vector<TokenId>& out) {
   if (word.empty()) return;
-  if (ignore_merges) {
+  if (options.ignore_merges || (options.newline_runs_whole && word.find_first_not_of('\n') == std::string::npos)) {
     const TokenId whole = table.find(word);
     if (whole >= 0) {
       out.push_back(whole);
@@ -153,7 +163,14 @@ void bpe_encode_word(const TokenTable& table, const BpeRanks& ranks, bool ignore
     }
     // No token for the merged piece: its single bytes, where those are tokens; the rest is dropped like llama.cpp.
     for (char c : piece) {
-      const TokenId byte_id = table.find(std::string_view(&c, 1));
+      TokenId byte_id;
+      if (options.hex_byte_tokens) {
+        char name[8];
+        std::snprintf(name, sizeof(name), "<0x%02X>", static_cast<unsigned>(static_cast<uint8_t>(c)));
+        byte_id = table.find(name);
+      } else {
+        byte_id = table.find(std::string_view(&c, 1));
+      }
       if (byte_id >= 0) out.push_back(byte_id);
     }
   }

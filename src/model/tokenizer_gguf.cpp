@@ -23,7 +23,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
     const bool fits = type >= std::numeric_limits<int32_t>::min() && type <= std::numeric_limits<int32_t>::max();
     v.token_types.push_back(fits ? static_cast<int32_t>(type) : 0);  // unknown types become "undefined"
   }
-  if (v.model == "gpt2" && !file.find("tokenizer.ggml.merges"))
+  // llama.cpp requires merges of every BPE vocabulary but Kimi-K2's.
+  if ((v.model == "gpt2" || v.model == "gemma4") && v.pre != "kimi-k2" && !file.find("tokenizer.ggml.merges"))
     fail(file.path(), ": BPE tokenizer without merges (tokenizer.ggml.merges is missing)");
   for (std::string_view merge : file.get_string_array("tokenizer.ggml.merges")) v.merges.emplace_back(merge);
 
@@ -37,6 +38,8 @@ Tokenizer Tokenizer::from_gguf(const GgufFile& file) {
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token");
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token");
   v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix");
+  v.lowercase = file.get_bool("tokenizer.ggml.normalizer.lowercase");
+  v.strip_accents = file.get_bool("tokenizer.ggml.normalizer.strip_accents");
   try {
     return from_vocab(std::move(v));
   } catch (const Error& e) {

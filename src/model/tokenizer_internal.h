@@ -2,8 +2,11 @@
 //
 // The algorithms follow llama.cpp's llama-vocab.cpp / unicode.cpp so that GRETA produces the same ids:
 //   tokenizer_spm.cpp  SentencePiece-style bigram merging driven by token scores, byte fallback to <0xNN>
+//   tokenizer_wpm.cpp  WordPiece (bert): BERT normalization and splitting, greedy longest-match subwords
+//   tokenizer_wpm_unicode.cpp  generated Unicode data for it (categories, lowercase, NFD first code points)
 //   tokenizer_bpe.cpp  byte-level BPE: ranked merges inside each pre-tokenized word, GPT-2 byte <-> text mapping
 //   pretokenizer.cpp   lenient UTF-8 decoding and the regex word splitting (PCRE2, Unicode properties)
+//   pretokenizer_table.cpp  tokenizer.ggml.pre names -> split patterns and flags
 //   tokenizer.cpp      vocabulary set-up, special-token partitioning, encode/decode
 #pragma once
 #include <array>
@@ -78,9 +81,15 @@ struct PreTokenizerConfig {
   bool ignore_merges = false;         // a word that is itself a token is emitted whole
   bool add_bos = false;               // default for add_bos_token
   bool no_bos = false;                // the name disables the BOS token (chatglm)
+  bool byte_encode = true;            // words go through the GPT-2 byte mapping; false: raw UTF-8, bytes as <0xNN>
+  bool escape_spaces = false;         // SPM-style BPE (gemma4): ' ' -> U+2581 before splitting, and back in decode
+  bool newline_runs_whole = false;    // gemma4: a word of only '\n' that is a token is emitted whole
+  bool force_add_bos = false;         // gemma4: BOS is added even where add_bos_token says false
 };
 // Throws greta::Error naming an unsupported pre-tokenizer.
 PreTokenizerConfig pre_tokenizer_config(std::string_view pre_name);
+// Every name pre_tokenizer_config accepts (llama.cpp's names, aliases included).
+std::vector<std::string_view> pre_tokenizer_names();
 
 class PreTokenizer {
 public:
@@ -132,13 +141,51 @@ public:
   size_t size() const { return ranks_.size(); }
 
 private:
-  StringIdMap ranks_;  // keyed by the merge string "left right"
+  StringIdMap ranks_;  // keyed by (left, right), see pair_key in tokenizer_bpe.cpp
 };
 
-// Tokenizes one byte-level-encoded word: lowest-rank adjacent pair first, ties to the leftmost. With
-// `ignore_merges`, a word that is itself a token is emitted whole. Symbols that end up as no token are emitted byte
-// by byte when those single bytes are tokens, else dropped (as llama.cpp does).
-void bpe_encode_word(const TokenTable& table, const BpeRanks& ranks, bool ignore_merges, std::string_view word,
-                     std::vector<TokenId>& out);
+struct BpeWordOptions {
+  bool ignore_merges = false;       // a word that is itself a token is emitted whole
+  bool newline_runs_whole = false;  // ... and so is a word of only '\n' (gemma4)
+  bool hex_byte_tokens = false;     // byte fallback through <0xNN> tokens (raw UTF-8 words) instead of single bytes
+};
+// Tokenizes one word (byte-level encoded, or raw UTF-8 for SPM-style BPE): lowest-rank adjacent pair first, ties to
+// the leftmost. Symbols that end up as no token are emitted byte by byte where those bytes are tokens, else dropped
+// (as llama.cpp does).
+void bpe_encode_word(const TokenTable& table, const BpeRanks& ranks, const BpeWordOptions& options,
+                     std::string_view word, std::vector<TokenId>& out);
+
+// ---- WPM (WordPiece, tokenizer model "bert") -----------------------------------------------------------------------
+struct WpmOptions {
+  TokenId unk = -1;           // emitted for a word that no sequence of tokens covers
+  size_t max_token_len = 0;   // longest token text in bytes (bounds the match search)
+  bool lowercase = true;      // tokenizer.ggml.normalizer.lowercase
+  bool strip_accents = true;  // tokenizer.ggml.normalizer.strip_accents: NFD, then marks dropped
+};
+// llama.cpp's BERT pre-processing: whitespace separates words; NUL, U+FFFD and control characters are dropped;
+// punctuation, ASCII symbols and CJK ideographs become one-character words. Returns the words (UTF-8).
+std::vector<std::string> wpm_split(std::string_view text, const WpmOptions& options);
+// Each word, prefixed with U+2581, is covered left to right by the longest tokens that match; a word with a gap that
+// no token covers becomes `unk` as a whole.
+void wpm_encode(const TokenTable& table, const WpmOptions& options, std::string_view text, std::vector<TokenId>& out);
+
+// Character data (tokenizer_wpm_unicode.cpp, generated).
+namespace wpm_data {
+struct LowerRun {
+  uint32_t first;
+  uint32_t count;
+  uint32_t stride;
+  int32_t delta;
+};
+struct NfdRun {
+  uint32_t first, last, base;
+};
+extern const uint32_t kClassRanges[];  // start << 2 | class: 0 other, 1 control, 2 mark, 3 punctuation
+extern const size_t kClassRangeCount;
+extern const LowerRun kLowerRuns[];
+extern const size_t kLowerRunCount;
+extern const NfdRun kNfdRuns[];
+extern const size_t kNfdRunCount;
+}  // namespace wpm_data
 
 }  // namespace greta::model::tok

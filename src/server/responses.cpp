@@ -14,7 +14,11 @@ CompletionResponse::CompletionResponse(const CompletionRequest& request, std::st
       model_(std::move(model)),
       created_(created),
       tokenizer_(tokenizer),
-      choices_(size_t(request.n)) {}
+      choices_(size_t(request.n)) {
+  if (chat_)
+    for (Choice& c : choices_)
+      if (model::HarmonyReply h(tokenizer); h.active()) c.harmony = h;
+}
 
 json CompletionResponse::chunk(json choices) const {
   json out = {{"id", id_},
@@ -28,12 +32,13 @@ json CompletionResponse::chunk(json choices) const {
 }
 
 json CompletionResponse::choice_delta(int32_t index, const std::string& text, const json* logprobs,
-                                      const char* finish) const {
+                                      const char* finish, const std::string& reasoning) const {
   json c = {{"index", index}, {"logprobs", logprobs ? *logprobs : json(nullptr)},
             {"finish_reason", finish ? json(finish) : json(nullptr)}};
   if (chat_) {
     c["delta"] = json::object();
     if (!text.empty()) c["delta"]["content"] = text;
+    if (!reasoning.empty()) c["delta"]["reasoning_content"] = reasoning;
   } else {
     c["text"] = text;
   }
@@ -63,8 +68,13 @@ void CompletionResponse::on_event(const RequestEvent& ev, std::vector<std::strin
   switch (ev.kind) {
     case RequestEvent::Kind::Token: {
       Choice& c = choices_[size_t(ev.choice)];
-      const std::string text = c.utf8.push(ev.text);
+      const model::HarmonyReply::Part part =
+          c.harmony ? c.harmony->feed(ev.token, ev.text) : model::HarmonyReply::Part::Answer;
+      const std::string text = part == model::HarmonyReply::Part::Answer ? c.utf8.push(ev.text) : std::string();
+      const std::string reasoning =
+          part == model::HarmonyReply::Part::Reasoning ? c.reasoning_utf8.push(ev.text) : std::string();
       c.text += text;
+      c.reasoning += reasoning;
       json logprobs;
       if (logprobs_) {
         const TokenLogprobs t = logprobs_of(ev);
@@ -80,14 +90,16 @@ void CompletionResponse::on_event(const RequestEvent& ev, std::vector<std::strin
           c.offsets.push_back(c.text.size() - text.size());
         }
       }
-      if (stream_ && (!text.empty() || logprobs_))
-        chunks.push_back(dump(chunk(json::array({choice_delta(ev.choice, text, logprobs_ ? &logprobs : nullptr, nullptr)}))));
+      if (stream_ && (!text.empty() || !reasoning.empty() || logprobs_))
+        chunks.push_back(dump(chunk(
+            json::array({choice_delta(ev.choice, text, logprobs_ ? &logprobs : nullptr, nullptr, reasoning)}))));
       break;
     }
     case RequestEvent::Kind::ChoiceDone: {
       Choice& c = choices_[size_t(ev.choice)];
       const std::string text = c.utf8.push(ev.text) + c.utf8.finish();
       c.text += text;
+      c.reasoning += c.reasoning_utf8.finish();
       c.finish_reason = server::finish_reason(ev.stop);
       if (stream_) {
         if (!text.empty()) chunks.push_back(dump(chunk(json::array({choice_delta(ev.choice, text, nullptr, nullptr)}))));
@@ -125,6 +137,7 @@ json CompletionResponse::final_json() const {
     json out = {{"index", i}, {"finish_reason", c.finish_reason}};
     if (chat_) {
       out["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.reasoning.empty()) out["message"]["reasoning_content"] = c.reasoning;
       out["logprobs"] = logprobs_ ? json{{"content", c.logprobs}} : json(nullptr);
     } else {
       out["text"] = c.text;

@@ -5,13 +5,18 @@
 // Streaming, per request: one chunk per choice announcing the assistant role (chat), a chunk per token that releases
 // text (or carries logprobs), a chunk with each choice's finish_reason, with stream_options.include_usage a last
 // chunk with no choices and the usage, then "[DONE]" (the HTTP layer writes that line).
+//
+// gpt-oss's replies (harmony, model/harmony.h) on chat completions: the final channel is the message content, the
+// analysis channels its reasoning_content (the field llama.cpp's and vLLM's servers use), the markup neither.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/utf8_stream.h"
 #include "engine/scheduler.h"
+#include "model/harmony.h"
 #include "model/tokenizer.h"
 #include "server/api.h"
 
@@ -38,14 +43,17 @@ public:
 
 private:
   struct Choice {
-    Utf8Stream utf8;
+    Utf8Stream utf8, reasoning_utf8;
     std::string text;
+    std::string reasoning;  // gpt-oss (harmony): the analysis channels, returned as reasoning_content
+    std::optional<model::HarmonyReply> harmony;
     std::string finish_reason;
     json logprobs = json::array();      // chat: entries; completions: unused
     json tokens = json::array(), token_logprobs = json::array(), top_logprobs = json::array(), offsets = json::array();
   };
   json chunk(json choices) const;              // a streaming chunk around `choices`
-  json choice_delta(int32_t index, const std::string& text, const json* logprobs, const char* finish) const;
+  json choice_delta(int32_t index, const std::string& text, const json* logprobs, const char* finish,
+                    const std::string& reasoning = {}) const;
   json usage_json() const;
   TokenLogprobs logprobs_of(const engine::RequestEvent& event) const;
 

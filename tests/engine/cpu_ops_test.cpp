@@ -211,7 +211,7 @@ TEST_CASE("add_bias, add and swiglu vs references") {
   });
   const auto glu = run_all_thread_counts([&](ThreadPool& pool) {
     std::vector<float> o(static_cast<size_t>(n));
-    swiglu(pool, x.data(), y.data(), o.data(), n);
+    cpu::glu(pool, engine::GluKind::SiLU, x.data(), y.data(), o.data(), n);
     return o;
   });
   for (int64_t i = 0; i < n; ++i) {

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "test_util.h"
@@ -174,14 +176,17 @@ inline GoldenCase load_golden(const std::string& json_path) {
   const JsonValue j = JsonReader(read_text(json_path)).parse();
   GoldenCase g;
   g.name = std::filesystem::path(json_path).stem().string();
-  g.model_path = shared_path("models/" + j.at("model").str);
+  // A golden in next/golden names a model in next/models (../shared/README.md): models/ beside the golden folder.
+  const std::filesystem::path shared_dir = std::filesystem::path(json_path).parent_path().parent_path();
+  g.model_path = (shared_dir / "models" / j.at("model").str).string();
   g.prompt = j.at("prompt").str;
   g.add_bos = j.at("add_bos").b;
   g.n_vocab = int64_t(j.at("n_vocab").num);
   for (const auto& v : j.at("prompt_tokens").items) g.prompt_tokens.push_back(int32_t(v.num));
   for (const auto& v : j.at("greedy_tokens").items) g.greedy_tokens.push_back(int32_t(v.num));
   for (const auto& v : j.at("greedy_margins").items) g.greedy_margins.push_back(v.num);
-  const std::string logits = read_text(shared_path("golden/" + j.at("prompt_logits_file").str));
+  const std::string logits =
+      read_text((std::filesystem::path(json_path).parent_path() / j.at("prompt_logits_file").str).string());
   if (logits.size() != g.prompt_tokens.size() * size_t(g.n_vocab) * 4)
     throw std::runtime_error(json_path + ": prompt logits file has the wrong size");
   g.prompt_logits.resize(logits.size() / 4);
@@ -189,19 +194,57 @@ inline GoldenCase load_golden(const std::string& json_path) {
   return g;
 }
 
-// Every golden case, sorted by name.
-inline std::vector<std::string> golden_json_files() {
+// The models of ../shared/next (features added after the first goldens) and the backends that run them: their
+// goldens join the others on those backends. At the end of that work every next/ model runs everywhere.
+inline bool next_model_supported(const std::string& model_file, std::string_view backend) {
+  struct NextModel {
+    const char* file;
+    const char* backends;  // "cpu vk hip"
+  };
+  static const NextModel kNext[] = {
+      {"synth-qwen3moe-d128-q8_0.gguf", "cpu vk hip"},
+      {"synth-gemma3-d128-q8_0.gguf", "cpu vk hip"},
+      {"synth-phi3-d256-q4_k_m.gguf", "cpu vk hip"},
+      {"synth-gptoss-d128-q8_0.gguf", "cpu vk hip"},
+      {"synth-llama-d256-iq4_nl.gguf", "cpu vk hip"},
+      {"synth-llama-d256-iq4_xs.gguf", "cpu vk hip"},
+      {"synth-gptoss-d128-mxfp4.gguf", "cpu vk hip"},
+  };
+  if (std::getenv("GRETA_GOLDEN_NEXT")) return true;  // all of next/, for work on a new model (CI does not set it)
+  for (const NextModel& m : kNext)
+    if (model_file == m.file) return std::string_view(m.backends).find(backend) != std::string_view::npos;
+  return false;
+}
+
+// Whether GRETA_GOLDEN_ONLY narrows the goldens (the tests' count checks then ask for at least one).
+inline bool golden_filtered() { return std::getenv("GRETA_GOLDEN_ONLY") != nullptr; }
+inline size_t golden_min(size_t all) { return golden_filtered() ? 1 : all; }
+
+// Every golden case (golden/ and the ones of next/golden that `backend` runs: "cpu", "vk", "hip"), sorted by name. GRETA_GOLDEN_ONLY=SUBSTRING
+// keeps only the cases whose file name contains it (for working on one model; CI does not set it).
+inline std::vector<std::string> golden_json_files(std::string_view backend) {
   std::vector<std::string> files;
+  const char* only = std::getenv("GRETA_GOLDEN_ONLY");
+  auto keep = [&](const std::filesystem::path& p) {
+    return p.extension() == ".json" && (!only || p.filename().string().find(only) != std::string::npos);
+  };
   for (const auto& e : std::filesystem::directory_iterator(shared_path("golden")))
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
-  std::sort(files.begin(), files.end());
+    if (keep(e.path())) files.push_back(e.path().string());
+  for (const auto& e : std::filesystem::directory_iterator(shared_path("next/golden"))) {
+    if (!keep(e.path())) continue;
+    const JsonValue j = JsonReader(read_text(e.path().string())).parse();
+    if (next_model_supported(j.at("model").str, backend)) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end(), [](const std::string& a, const std::string& b) {
+    return std::filesystem::path(a).filename() < std::filesystem::path(b).filename();
+  });
   return files;
 }
 
 // The golden cases grouped by model file (each model's two prompts), for the batched runs.
-inline std::map<std::string, std::vector<GoldenCase>> golden_cases_by_model() {
+inline std::map<std::string, std::vector<GoldenCase>> golden_cases_by_model(std::string_view backend) {
   std::map<std::string, std::vector<GoldenCase>> by_model;
-  for (const std::string& file : golden_json_files()) {
+  for (const std::string& file : golden_json_files(backend)) {
     GoldenCase g = load_golden(file);
     by_model[g.model_path].push_back(std::move(g));
   }

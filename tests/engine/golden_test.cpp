@@ -47,8 +47,8 @@ std::unique_ptr<Backend> cpu_backend() { return std::make_unique<cpu::CpuBackend
 }  // namespace
 
 TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logits, greedy continuation)") {
-  const auto files = test::golden_json_files();
-  REQUIRE(files.size() >= 44);  // 22 models x 2 prompts
+  const auto files = test::golden_json_files("cpu");
+  REQUIRE(files.size() >= test::golden_min(44));  // 22 models x 2 prompts
   std::set<std::string> models;
   for (const std::string& file : files) {
     const test::GoldenCase g = test::load_golden(file);
@@ -66,12 +66,12 @@ TEST_CASE("golden: every model and prompt matches llama.cpp (tokens, prompt logi
     CHECK(r.overall_nmse <= r.limit);
     CHECK(r.greedy_ok);
   }
-  CHECK(models.size() >= 22);
+  CHECK(models.size() >= test::golden_min(22));
 }
 
 TEST_CASE("golden: both prompts of every model as concurrent sequences beside six others, f32, f16 and q8_0 KV") {
-  const auto by_model = test::golden_cases_by_model();
-  REQUIRE(by_model.size() >= 22);
+  const auto by_model = test::golden_cases_by_model("cpu");
+  REQUIRE(by_model.size() >= test::golden_min(22));
   for (const auto& [model, cases] : by_model)
     for (engine::ElemType kv : test::kv_types_for(model)) {
       const std::vector<GoldenResult> results = test::run_golden_batched(cases, cpu_backend(), kv);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <random>
+#include <variant>
+#include <vector>
 
 #include "engine/op_case.h"
 #include "engine/plan.h"
@@ -18,7 +20,8 @@ namespace greta::test {
 inline constexpr model::GgmlType k_all_weight_types[] = {
     model::GgmlType::F32,  model::GgmlType::F16,  model::GgmlType::BF16, model::GgmlType::Q4_0, model::GgmlType::Q4_1,
     model::GgmlType::Q5_0, model::GgmlType::Q5_1, model::GgmlType::Q8_0, model::GgmlType::Q2_K, model::GgmlType::Q3_K,
-    model::GgmlType::Q4_K, model::GgmlType::Q5_K, model::GgmlType::Q6_K};
+    model::GgmlType::Q4_K, model::GgmlType::Q5_K, model::GgmlType::Q6_K, model::GgmlType::IQ4_NL,
+    model::GgmlType::IQ4_XS, model::GgmlType::MXFP4};
 
 struct CheckedCase {
   engine::OpCase c;
@@ -42,8 +45,8 @@ inline CheckedCase matmul_case(model::GgmlType type, int64_t n, int64_t cols, ui
   return {std::move(c), out};
 }
 
-// 9 random tokens (the last one the table's last row) looked up in a 57-row table.
-inline CheckedCase embed_case(model::GgmlType type, uint32_t& seed) {
+// 9 random tokens (the last one the table's last row) looked up in a 57-row table, times `scale` (gemma3: sqrt(dim)).
+inline CheckedCase embed_case(model::GgmlType type, uint32_t& seed, float scale = 1.f) {
   const int64_t block = model::traits(type).block_elems;
   const int64_t dim = block == 1 ? 19 : (block == 32 ? 96 : 256), vocab = 57, n = 9;
   engine::OpCase c(n, 16);
@@ -52,7 +55,7 @@ inline CheckedCase embed_case(model::GgmlType type, uint32_t& seed) {
   std::mt19937 rng(seed++);
   for (auto& t : c.tokens) t = int32_t(rng() % uint32_t(vocab));
   c.tokens.back() = int32_t(vocab - 1);
-  c.add("embed", engine::EmbedOp{table, c.plan.tokens, out, n, dim});
+  c.add("embed", engine::EmbedOp{table, c.plan.tokens, out, n, dim, scale});
   return {std::move(c), out};
 }
 
@@ -79,6 +82,28 @@ inline CheckedCase rope_case(model::RopePairing pairing, int64_t head_dim, bool 
   return {std::move(c), x};
 }
 
+// The rope scaling of the YaRN cases: gpt-oss-like (freq_scale 1/32, ramp over pairs 5.3 .. 20.7) with attn_factor
+// 0.9; without YaRN only attn_factor (0.8) scales.
+inline void set_rope_scaling(engine::RopeOp& op, bool yarn) {
+  if (yarn) {
+    op.freq_scale = 1.f / 32.f;
+    op.ext_factor = 1.f;
+    op.attn_factor = 0.9f;
+    op.yarn_low = 5.3f;
+    op.yarn_high = 20.7f;
+  } else {
+    op.attn_factor = 0.8f;
+  }
+}
+
+// rope_case's shape with rope scaling (set_rope_scaling).
+inline CheckedCase rope_scaled_case(model::RopePairing pairing, int64_t head_dim, bool partial, bool yarn,
+                                    uint32_t& seed) {
+  CheckedCase r = rope_case(pairing, head_dim, partial, false, seed);
+  set_rope_scaling(std::get<engine::RopeOp>(r.c.plan.ops.back().op), yarn);
+  return r;
+}
+
 struct AttentionShape {
   int64_t n_tokens, start_pos, heads, kv_heads, head_dim;
   // Sequences sharing the step: n_tokens split among them (the first gets the remainder), sequence i starting at
@@ -86,6 +111,8 @@ struct AttentionShape {
   int64_t n_seqs = 1;
   engine::ElemType kv_type = engine::ElemType::F32;
   int64_t padding = 0;  // padding tokens after the sequences' (at most n_tokens - n_seqs)
+  int64_t window = 0;   // sliding window (AttentionOp::window); 0: none
+  bool sinks = false;   // per-head sink logits in [-1, 3) (AttentionOp::sinks)
 };
 
 struct AttentionCase {
@@ -128,6 +155,9 @@ inline AttentionCase attention_case(const AttentionShape& s, uint32_t& seed) {
   c.add("attention", engine::AttentionOp{q, k_cache, v_cache, c.plan.positions, c.seq, c.page_table, out, s.n_tokens,
                                          s.heads, s.kv_heads, s.head_dim, s.head_dim, c.plan.shape.n_seqs,
                                          kv.page_size, kv.pages_per_seq, rows, 1.f / std::sqrt(float(s.head_dim))});
+  auto& attn = std::get<engine::AttentionOp>(c.plan.ops.back().op);
+  attn.window = s.window;
+  if (s.sinks) attn.sinks = c.weight("sinks", model::GgmlType::F32, 1, s.heads, seed++, -1.f, 3.f);
   return {std::move(c), out, k_cache};
 }
 
@@ -143,10 +173,64 @@ inline ElementwiseCase elementwise_case(int64_t rows, int64_t width) {
   const engine::BufferId out = c.output("ffn", rows * width);
   const engine::BufferId x = c.input("x", rows * width, 702);
   const engine::WeightId bias = c.weight("bias", model::GgmlType::F32, 1, width, 703);
-  c.add("swiglu", engine::SwiGluOp{gate, up, out, rows * width});
+  c.add("swiglu", engine::GluOp{gate, up, out, rows * width});
   c.add("residual", engine::AddOp{x, out, rows * width});
   c.add("bias", engine::AddBiasOp{x, bias, rows, width});
   return {std::move(c), out, x};
+}
+
+// out = act(gate) * up for every GluKind: gate in [-9, 9) and up in [-9, 9) (SwiGluOai's limit 7 clamps both).
+inline CheckedCase glu_case(engine::GluKind kind, int64_t rows, int64_t width, uint32_t& seed) {
+  engine::OpCase c(1, 8);
+  const engine::BufferId gate = c.input("gate", rows * width, seed++, 9.f);
+  const engine::BufferId up = c.input("up", rows * width, seed++, 9.f);
+  const engine::BufferId out = c.output("ffn", rows * width);
+  engine::GluOp op{gate, up, out, rows * width, kind};
+  c.add("glu", op);
+  return {std::move(c), out};
+}
+
+// A mixture-of-experts FFN: router logits (an input) -> moe_route -> gate and up expert matmuls of x -> GLU over the
+// [n, k, ffn] slots -> down expert matmul (per-slot input) -> moe_combine. `skew` adds 4 to expert 1's logits, so
+// every token picks it first (an expert with more slots than a GEMM tile).
+struct MoeShape {
+  int64_t n_tokens, n_experts, k, dim, ffn;
+  model::GgmlType type = model::GgmlType::Q8_0;
+  engine::MoeGating gating = engine::MoeGating::SoftmaxTopK;
+  bool normalize = true, bias = false, skew = false;
+  engine::GluKind glu = engine::GluKind::SiLU;
+};
+struct MoeCase {
+  engine::OpCase c;
+  engine::BufferId experts, weights, gate, down, out;
+};
+inline MoeCase moe_case(const MoeShape& s, uint32_t& seed) {
+  const int64_t n = s.n_tokens, k = s.k;
+  engine::OpCase c(n, std::max<int64_t>(n, 8));
+  const engine::BufferId x = c.input("x", n * s.dim, seed++);
+  const engine::BufferId logits = c.input("router_logits", n * s.n_experts, seed++, 2.f);
+  if (s.skew)
+    for (int64_t t = 0; t < n; ++t) c.inputs[logits][size_t(t * s.n_experts + 1)] += 4.f;
+  const engine::BufferId experts =
+      c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+  const engine::BufferId weights = c.output("expert_weights", n * k);
+  const engine::BufferId gate = c.output("gate", n * k * s.ffn), up = c.output("up", n * k * s.ffn);
+  const engine::BufferId down = c.output("down", n * k * s.dim), out = c.output("moe_out", n * s.dim);
+  const engine::WeightId w_gate = c.weight("gate_exps", s.type, s.n_experts * s.ffn, s.dim, seed++);
+  const engine::WeightId w_up = c.weight("up_exps", s.type, s.n_experts * s.ffn, s.dim, seed++);
+  const engine::WeightId w_down = c.weight("down_exps", s.type, s.n_experts * s.dim, s.ffn, seed++);
+  engine::WeightId b_gate = engine::kNoWeight, b_down = engine::kNoWeight;
+  if (s.bias) {
+    b_gate = c.weight("gate_exps_b", model::GgmlType::F32, s.n_experts, s.ffn, seed++);
+    b_down = c.weight("down_exps_b", model::GgmlType::F32, s.n_experts, s.dim, seed++);
+  }
+  c.add("route", engine::MoeRouteOp{logits, experts, weights, n, s.n_experts, k, s.gating, s.normalize});
+  c.add("gate", engine::MoeMatMulOp{x, experts, gate, w_gate, b_gate, n, k, s.dim, s.ffn, s.n_experts, false});
+  c.add("up", engine::MoeMatMulOp{x, experts, up, w_up, engine::kNoWeight, n, k, s.dim, s.ffn, s.n_experts, false});
+  c.add("glu", engine::GluOp{gate, up, gate, n * k * s.ffn, s.glu});
+  c.add("down", engine::MoeMatMulOp{gate, experts, down, w_down, b_down, n, k, s.ffn, s.dim, s.n_experts, true});
+  c.add("combine", engine::MoeCombineOp{down, weights, out, n, k, s.dim});
+  return {std::move(c), experts, weights, gate, down, out};
 }
 
 // Decode-layer fragments that a backend may fuse (the Vulkan backend's decode fusions: src/vk/backend/fusion.h).
@@ -195,7 +279,7 @@ inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int6
   const engine::BufferId x = c.input("x", n * dim, seed++);
   const engine::BufferId product = c.output("ffn_out", n * dim);
   const engine::WeightId down = c.weight("w_down", type, dim, ffn, seed++);
-  c.add("ffn_swiglu", engine::SwiGluOp{gate, up, h, n * ffn});
+  c.add("ffn_swiglu", engine::GluOp{gate, up, h, n * ffn});
   c.add("ffn_down", engine::MatMulOp{h, product, down, n, ffn, dim});
   c.add("ffn_residual", engine::AddOp{x, product, n * dim});
   engine::BufferId extra = engine::kNoBuffer;
@@ -213,8 +297,10 @@ struct RopeKvCase {
 
 // A decode step's rope_q, rope_k, k_cache and (with `v_write`) v_cache: n tokens at positions 3000.., 6 query heads
 // over 2 KV heads, rope base 5e5, freq_scale 0.5; partial: half of each head rotated. The caches start random.
+// With `scaled`, both ropes get set_rope_scaling(yarn = true).
 inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t head_dim, bool partial, bool factors,
-                               bool v_write, uint32_t& seed, engine::ElemType kv_type = engine::ElemType::F32) {
+                               bool v_write, uint32_t& seed, engine::ElemType kv_type = engine::ElemType::F32,
+                               bool scaled = false) {
   const int64_t heads = 6, kv_heads = 2, ctx = 3100, rope_dims = partial ? head_dim / 2 : head_dim;
   const int64_t kv_width = kv_heads * head_dim;
   engine::OpCase c(n, ctx);
@@ -230,6 +316,9 @@ inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t he
   const auto pos = c.plan.positions;
   c.add("rope_q", engine::RopeOp{q, pos, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
   c.add("rope_k", engine::RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
+  if (scaled)
+    for (size_t i = c.plan.ops.size() - 2; i < c.plan.ops.size(); ++i)
+      set_rope_scaling(std::get<engine::RopeOp>(c.plan.ops[i].op), true);
   c.add("k_cache", engine::KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
   if (v_write) c.add("v_cache", engine::KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
   return {std::move(c), q, k, k_cache, v_cache};

@@ -69,4 +69,28 @@ private:
   float noise_;
 };
 
+// Perturbs one expert's rows of one expert matmul (by label): a bug in a kernel path only some experts take.
+class NoisyExpertBackend : public cpu::CpuBackend {
+public:
+  NoisyExpertBackend(const cpu::CpuOptions& options, std::string label, int32_t expert)
+      : cpu::CpuBackend(options), label_(std::move(label)), expert_(expert) {}
+  std::string name() const override { return "cpu with a broken expert in " + label_; }
+
+protected:
+  void run_op(cpu::CpuPlan& plan, const engine::PlanOp& op) override {
+    cpu::CpuBackend::run_op(plan, op);
+    const auto* mm = std::get_if<engine::MoeMatMulOp>(&op.op);
+    if (!mm || op.label != label_) return;
+    const int32_t* experts = i32(plan, mm->experts);
+    float* out = f32(plan, mm->out);
+    for (int64_t slot = 0; slot < mm->n_tokens * mm->k; ++slot)
+      if (experts[slot] == expert_)
+        for (int64_t r = 0; r < mm->out_features; ++r) out[slot * mm->out_features + r] *= 1.05f;
+  }
+
+private:
+  std::string label_;
+  int32_t expert_;
+};
+
 }  // namespace greta::test

@@ -24,8 +24,8 @@ struct LoadedModel {
   ModelWeights weights;
 };
 
-LoadedModel load(const char* name) {
-  model::GgufFile file = model::GgufFile::open(test::shared_path(std::string("models/") + name));
+LoadedModel load(const char* name, const char* folder = "models/") {
+  model::GgufFile file = model::GgufFile::open(test::shared_path(std::string(folder) + name));
   model::ModelConfig config = model::ModelConfig::from_gguf(file);
   ModelWeights weights = map_weights(file, config);
   return {std::move(file), std::move(config), std::move(weights)};
@@ -164,4 +164,30 @@ TEST_CASE("verify: a batched step of two sequences and padding; the failure name
   CHECK(bad.first_failure->seq == 1);
   CHECK(bad.first_failure->token >= 7);
   CHECK(bad.summary().find("in sequence 1 at token") != std::string::npos);
+}
+
+TEST_CASE("verify: a broken expert is named with its layer and op") {
+  const LoadedModel m = load("synth-qwen3moe-d128-q8_0.gguf", "next/models/");
+  for (int32_t expert : {0, 3, 7}) {
+    CAPTURE(expert);
+    cpu::CpuBackend reference({.threads = 2});
+    test::NoisyExpertBackend broken({.threads = 2}, "blk.1.ffn_up_exps", expert);
+    const VerifyReport report = verify(m.config, m.weights, broken, reference, kTokens, {});
+    if (report.ok()) continue;  // the prompt never routes to this expert in layer 1
+    const OpCheck& f = *report.first_failure;
+    CHECK(f.label == "blk.1.ffn_up_exps");
+    CHECK(f.layer == 1);
+    CHECK(f.kind == OpKind::MoeMatMul);
+    CHECK(f.expert == expert);
+    CHECK(f.token >= 0);
+    CHECK(report.summary().find(cat("(moe_matmul, layer 1, expert ", expert, ")")) != std::string::npos);
+  }
+  // At least one of them is used (8 experts, 2 per token, 9 tokens): the test above did check something.
+  int failures = 0;
+  for (int32_t expert = 0; expert < 8; ++expert) {
+    cpu::CpuBackend reference({.threads = 2});
+    test::NoisyExpertBackend broken({.threads = 2}, "blk.1.ffn_up_exps", expert);
+    failures += !verify(m.config, m.weights, broken, reference, kTokens, {}).ok();
+  }
+  CHECK(failures >= 2);
 }

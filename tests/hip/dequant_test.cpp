@@ -78,6 +78,42 @@ TEST_CASE("dequant_group16 decodes every format like the reference codecs") {
 #undef GRETA_DEQUANT_CASE
 }
 
+// Random block bytes for the table formats: every code of both tables, IQ4_XS's 6-bit scale codes, random finite
+// f16 scales and every E8M0 exponent but the two subnormal ones (the kernels run on devices that may flush them).
+template <WType W>
+void check_random_blocks(uint32_t seed) {
+  const auto type = static_cast<model::GgmlType>(W);
+  const int64_t cols = block_elems(W) * 4;
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> row(row_bytes(W, cols));
+  for (auto& b : row) b = uint8_t(rng());
+  for (int64_t blk = 0; blk < cols / block_elems(W); ++blk) {
+    uint8_t* p = row.data() + blk * block_bytes(W);
+    if constexpr (W == WType::MXFP4) {
+      if (p[0] < 2) p[0] = uint8_t(p[0] + 2);
+    } else {
+      if ((p[1] & 0x7c) == 0x7c) p[1] ^= 0x04;  // no Inf / NaN scales
+    }
+  }
+  std::vector<float> ref(static_cast<size_t>(cols));
+  model::dequantize_row(type, row.data(), ref.data(), cols);
+  for (int64_t k0 = 0; k0 < cols; k0 += 16) {
+    float got[16];
+    dequant_group16<W>(row.data(), k0, cols, got);
+    for (int j = 0; j < 16; ++j)
+      REQUIRE_MESSAGE(std::memcmp(&got[j], &ref[size_t(k0 + j)], 4) == 0, model::type_name(type), " weight ", k0 + j,
+                      ": ", got[j], " vs ", ref[size_t(k0 + j)]);
+  }
+}
+
+TEST_CASE("dequant_group16: table formats (IQ4_NL, IQ4_XS, MXFP4) on random block bytes, bit for bit") {
+  for (uint32_t seed = 1; seed <= 20; ++seed) {
+    check_random_blocks<WType::IQ4_NL>(seed);
+    check_random_blocks<WType::IQ4_XS>(seed);
+    check_random_blocks<WType::MXFP4>(seed);
+  }
+}
+
 TEST_CASE("q8_0 KV cache: the kv write's block quantizer is kv_q8_quantize bit for bit, the accessor kv_q8_value") {
   CHECK(kQ8Block == engine::kKvQ8Block);
   CHECK(kQ8Words == engine::kKvQ8Words);

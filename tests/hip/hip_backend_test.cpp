@@ -449,6 +449,158 @@ TEST_CASE("hip swiglu, residual add, bias add") {
     }
 }
 
+// ---- the ops of qwen3moe, gemma3, phi3 and gpt-oss (engine::OpFeature) -------------------------------------------
+
+TEST_CASE("hip gated linear units: SiLU, tanh GELU, gpt-oss's clamped SwiGLU (gate and up past the limit)") {
+  HIP_DEVICE_OR_SKIP();
+  for (GluKind kind : {GluKind::SiLU, GluKind::GeluTanh, GluKind::SwiGluOai})
+    for (int64_t n : {int64_t(5), int64_t(3000)}) {
+      CAPTURE(glu_kind_name(kind));
+      OpCase c(1, 8);
+      const BufferId gate = c.input("gate", n, 710, 10.f), up = c.input("up", n, 711, 10.f);
+      const BufferId out = c.output("out", n);
+      c.add("glu", GluOp{gate, up, out, n, kind, 1.702f, 7.f});
+      compare(c, out, kF32, cat("glu ", glu_kind_name(kind), " x", n));
+    }
+}
+
+TEST_CASE("hip embedding with a scale (gemma3's sqrt(dim))") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 720;
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const std::string type_name = model::type_name(type);
+    auto [c, out] = test::embed_case(type, seed);
+    auto& e = std::get<EmbedOp>(c.plan.ops.back().op);
+    e.scale = std::sqrt(float(e.dim));
+    compare(c, out, kExact, cat("embed x sqrt(dim) ", type_name));
+  }
+}
+
+TEST_CASE("hip rope scaling: YaRN ramp and attention factor") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 730;
+  struct Yarn {
+    float ext, attn, low, high;
+  };
+  for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+    for (const Yarn y : {Yarn{1.f, 1.f, 9.3f, 21.7f}, Yarn{0.5f, 1.3f, 0.f, 40.f}, Yarn{0.f, 0.8f, 0.f, 0.f}}) {
+      auto [c, x] = test::rope_case(pairing, 64, false, false, seed);
+      auto& r = std::get<RopeOp>(c.plan.ops.back().op);
+      r.freq_scale = 0.125f;
+      r.ext_factor = y.ext, r.attn_factor = y.attn, r.yarn_low = y.low, r.yarn_high = y.high;
+      compare(c, x, kRope, cat("rope yarn ext ", y.ext, " attn ", y.attn, " pairing ", int(pairing)));
+    }
+}
+
+TEST_CASE("hip attention with a sliding window and attention sinks: split-K and flash, paged, f16 and q8_0") {
+  HIP_DEVICE_OR_SKIP();
+  using Shape = test::AttentionShape;
+  const ElemType f32 = ElemType::F32, f16 = ElemType::F16, q8 = ElemType::Q8_0;
+  struct Case {
+    Shape s;
+    int64_t window;
+    bool sinks;
+  };
+  // Windows shorter than, around and longer than the key ranges; starts past the window (tiles wholly before it are
+  // skipped), windows that are not multiples of the 16-key tile or of the split size.
+  const Case cases[] = {
+      {{1, 200, 8, 2, 64}, 64, false},          {{1, 200, 8, 2, 64}, 0, true},
+      {{1, 511, 4, 4, 64}, 300, true},          {{7, 90, 8, 2, 64}, 5, true},
+      {{70, 3, 2, 1, 128}, 32, false},          {{70, 3, 2, 1, 128}, 17, true},
+      {{50, 300, 4, 2, 80}, 100, true},         {{33, 40, 4, 1, 64}, 4096, true},
+      {{45, 200, 8, 2, 128, 5, f32, 0}, 20, true}, {{24, 100, 8, 2, 64, 24, f16, 0}, 50, true},
+      {{8, 400, 6, 3, 96, 8, q8, 0}, 128, true},   {{33, 7, 4, 2, 128, 4, q8, 3}, 9, true},
+      {{64, 0, 8, 8, 64}, 1, true},
+  };
+  uint32_t seed = 740;
+  for (const Case& k : cases) {
+    const Shape& s = k.s;
+    auto [c, out, k_cache] = test::attention_case(s, seed);
+    auto& a = std::get<AttentionOp>(c.plan.ops.back().op);
+    a.window = k.window;
+    if (k.sinks) a.sinks = c.weight("sinks", GgmlType::F32, 1, s.heads, seed++, -1.f, 3.f);
+    const bool flash = device().matrix_cores && s.n_tokens >= kFlashMinTokens && s.head_dim <= 256;
+    compare(c, out, flash ? kMatrixCore : kF32,
+            cat("attention ", s.n_tokens, " tokens at ", s.start_pos, " in ", s.n_seqs, " sequence(s), ", s.heads, "/",
+                s.kv_heads, " heads of ", s.head_dim, ", ", elem_type_name(s.kv_type), ", window ", k.window,
+                k.sinks ? ", sinks" : "", flash ? " flash" : " split-K"));
+  }
+}
+
+namespace {
+
+// Router logits -> MoeRouteOp -> (experts, weights); with `ties`, every token's logits take only 4 values, so the
+// order among equal logits (the lower expert id first) decides.
+struct MoeCase {
+  OpCase c;
+  BufferId logits, experts, weights;
+};
+MoeCase moe_route_case(int64_t n, int64_t n_experts, int64_t k, MoeGating gating, bool normalize, bool ties,
+                       uint32_t seed) {
+  MoeCase m{OpCase(n, std::max<int64_t>(n, 8)), {}, {}, {}};
+  m.logits = m.c.input("logits", n * n_experts, seed, 3.f);
+  if (ties)
+    for (float& v : m.c.inputs[m.logits]) v = std::floor(v * 0.6f);
+  m.experts = m.c.plan.add_buffer("experts", ElemType::I32, BufferRole::Scratch, n * k);
+  m.weights = m.c.output("weights", n * k);
+  m.c.add("route", MoeRouteOp{m.logits, m.experts, m.weights, n, n_experts, k, gating, normalize});
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("hip moe routing: both gatings, normalized or not, ties go to the lower expert id") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 800;
+  struct Shape {
+    int64_t n, experts, k;
+  };
+  for (const Shape sh : {Shape{1, 8, 2}, Shape{9, 32, 4}, Shape{70, 128, 8}, Shape{3, 5, 5}})
+    for (MoeGating gating : {MoeGating::SoftmaxTopK, MoeGating::TopKSoftmax})
+      for (bool normalize : {false, true})
+        for (bool ties : {false, true}) {
+          const std::string what = cat("moe route ", sh.n, " tokens, top ", sh.k, " of ", sh.experts,
+                                       gating == MoeGating::SoftmaxTopK ? " softmax-topk" : " topk-softmax",
+                                       normalize ? " normalized" : "", ties ? " ties" : "");
+          auto m = moe_route_case(sh.n, sh.experts, sh.k, gating, normalize, ties, seed++);
+          compare(m.c, m.experts, kExact, what + ": experts");
+          compare(m.c, m.weights, kF32, what + ": weights");
+        }
+}
+
+TEST_CASE("hip moe expert matmuls: every weight type, decode (matvec) and grouped GEMM, biases, combine") {
+  HIP_DEVICE_OR_SKIP();
+  uint32_t seed = 900;
+  struct Shape {
+    int64_t n, experts, k;
+  };
+  for (GgmlType type : test::k_all_weight_types) {
+    const std::string type_name = model::type_name(type);
+    const int64_t cols = test::matmul_row_lengths(type)[1];
+    // 1 and 5 tokens: matvec; 9: the smallest GEMM; 130 tokens of 2 of 4 experts: several 64-slot tiles per expert.
+    for (const Shape sh : {Shape{1, 8, 2}, Shape{5, 16, 4}, Shape{9, 8, 2}, Shape{130, 4, 2}, Shape{67, 32, 4}})
+      for (bool per_slot : {false, true}) {
+        const bool bias = per_slot;
+        const int64_t rows = 37 + (sh.n % 3) * 32;
+        auto m = moe_route_case(sh.n, sh.experts, sh.k, MoeGating::SoftmaxTopK, true, false, seed++);
+        OpCase& c = m.c;
+        const BufferId in = c.input("x", sh.n * (per_slot ? sh.k : 1) * cols, seed++);
+        const BufferId out = c.output("y", sh.n * sh.k * rows);
+        const WeightId w = c.weight("w", type, sh.experts * rows, cols, seed++);
+        const WeightId b = bias ? c.weight("b", GgmlType::F32, sh.experts, rows, seed++) : kNoWeight;
+        c.add("experts", MoeMatMulOp{in, m.experts, out, w, b, sh.n, sh.k, cols, rows, sh.experts, per_slot});
+        const BufferId sum = c.output("sum", sh.n * rows);
+        c.add("combine", MoeCombineOp{out, m.weights, sum, sh.n, sh.k, rows});
+        const bool gemm = device().matrix_cores && type != GgmlType::F32 && sh.n > kMatvecTokens;
+        const std::string what = cat("moe matmul ", type_name, " ", sh.n, " tokens, top ", sh.k, " of ", sh.experts,
+                                     ", ", cols, "->", rows, per_slot ? " per-slot input, bias" : "",
+                                     gemm ? " grouped gemm" : " matvec");
+        compare(c, out, gemm ? kMatrixCore : kF32, what);
+        compare(c, sum, gemm ? kMatrixCore : kF32, what + " + combine");
+      }
+  }
+}
+
 // Prints one golden line (the GPU logs are read as they come), checks it; 1 when it passed.
 static int check_golden(const std::string& summary, const test::GoldenResult& r) {
   const std::string line = summary + (r.ok() ? "" : "  <-- FAIL");
@@ -462,8 +614,8 @@ static int check_golden(const std::string& summary, const test::GoldenResult& r)
 
 TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU reference does") {
   HIP_DEVICE_OR_SKIP();
-  const auto files = test::golden_json_files();
-  REQUIRE(files.size() >= 44);
+  const auto files = test::golden_json_files("hip");
+  REQUIRE(files.size() >= test::golden_min(44));
   std::set<std::string> models;
   int passed = 0;
   for (const std::string& file : files) {
@@ -477,15 +629,15 @@ TEST_CASE("hip golden: every model and prompt matches llama.cpp like the CPU ref
   }
   std::printf("golden: %d/%zu passed\n", passed, files.size());
   std::fflush(stdout);
-  CHECK(models.size() >= 22);
+  CHECK(models.size() >= test::golden_min(22));
 }
 
 TEST_CASE("hip golden: both prompts of every model as concurrent sequences beside six others, f32, f16, q8_0 KV") {
   HIP_DEVICE_OR_SKIP();
   // Multi-sequence steps end to end (tests/engine/golden_run.h): sequences join and leave at different steps,
   // prefill chunks and decode tokens share steps, the page pool is shared; each golden sequence is scored as alone.
-  const auto by_model = test::golden_cases_by_model();
-  REQUIRE(by_model.size() >= 22);
+  const auto by_model = test::golden_cases_by_model("hip");
+  REQUIRE(by_model.size() >= test::golden_min(22));
   int passed = 0, total = 0;
   // q8_0 where the model's K/V rows are whole blocks of 32 (test::kv_types_for), with kv_nmse_limit's limit.
   for (const auto& [model_path, cases] : by_model)
@@ -510,20 +662,28 @@ TEST_CASE("hip verify: no op diverges from the CPU reference on the shared model
   // on models without F32 matrices).
   std::vector<TokenId> long_tokens;
   for (int i = 0; i < 40; ++i) long_tokens.push_back(TokenId(1 + (i * 37) % 250));
+  // next/: MoE (route, expert matvec / grouped GEMM, combine), sliding windows, sinks, GeGLU, YaRN, MXFP4.
   for (const char* name : {"stories260K.gguf", "stories260K-f16.gguf", "synth-llama-d256-q4_k_m.gguf",
                            "synth-qwen2-d256-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf",
-                           "synth-llama-tied-d256-q8_0.gguf", "synth-llama-d256-bf16.gguf"}) {
-    const std::string path = test::shared_path(std::string("models/") + name);
+                           "synth-llama-tied-d256-q8_0.gguf", "synth-llama-d256-bf16.gguf",
+                           "next/synth-qwen3moe-d128-q8_0.gguf", "next/synth-gemma3-d128-q8_0.gguf",
+                           "next/synth-phi3-d256-q4_k_m.gguf", "next/synth-gptoss-d128-q8_0.gguf",
+                           "next/synth-gptoss-d128-mxfp4.gguf"}) {
+    const std::string rel = name;
+    const std::string path = test::shared_path(rel.rfind("next/", 0) == 0 ? "next/models/" + rel.substr(5)
+                                                                          : "models/" + rel);
     if (!exists(path)) continue;
     auto file = model::GgufFile::open(path);
     const auto config = model::ModelConfig::from_gguf(file);
     const auto weights = map_weights(file, config);
-    bool f32_matrices = false;
+    // Only F32 matrices (stories260K): every kernel runs in fp32 and differs from the CPU only in summation order
+    // (~1e-13). Any other matrix takes the matrix-core GEMM (and grouped expert GEMM) for 40 tokens, which rounds
+    // its operands to fp16 (~1e-7 per op, limit as in the op tests), whatever F32 tensors (router, expert biases)
+    // the model also has.
+    bool f32_only = true;
     for (const auto& t : file.tensors())
-      if (t.dims.size() >= 2 && t.type == GgmlType::F32) f32_matrices = true;
-    // f32 kernels differ from the CPU only in summation order (~1e-13); matrix-core ops round their operands to
-    // fp16 (~1e-7 per op, limit as in the op tests).
-    const double limit = device().matrix_cores && !f32_matrices ? kMatrixCore : 1e-7;
+      if (t.dims.size() >= 2 && t.type != GgmlType::F32) f32_only = false;
+    const double limit = device().matrix_cores && !f32_only ? kMatrixCore : 1e-7;
     std::vector<TokenId> short_tokens = {1, 15, 42, 7, 300, 99, 5, 250, 11, 3};
     for (std::vector<TokenId>* toks : {&short_tokens, &long_tokens}) {
       const std::string model_name = cat(name, " (", toks->size(), " tokens)");

@@ -287,6 +287,8 @@ struct AttnProblem {
   // q8_0 caches (engine/kv_q8.h) when not empty: k and v then hold their dequantized values (the reference's input).
   std::vector<uint32_t> k_q8, v_q8;
   std::vector<int32_t> positions, seq, page_table;
+  int64_t window = 0;        // sliding window: key j seen when position - j < window (0: none)
+  std::vector<float> sinks;  // [n_heads] attention-sink logits, or empty
   int64_t row(int64_t s, int64_t j) const {
     return int64_t(page_table[size_t(s * pages_per_seq + j / page_size)]) * page_size + j % page_size;
   }
@@ -345,9 +347,10 @@ std::vector<double> reference_attention(const AttnProblem& p) {
   for (int64_t t = 0; t < p.n_tokens; ++t)
     for (int64_t h = 0; h < p.n_heads; ++h) {
       const int64_t g = h / group, pos = p.positions[size_t(t)], sq = p.seq[size_t(t)];
-      std::vector<double> s(static_cast<size_t>(pos + 1));
-      double mx = -1e300;
-      for (int64_t j = 0; j <= pos; ++j) {
+      const int64_t j_first = p.window > 0 ? std::max<int64_t>(0, pos - p.window + 1) : 0;
+      std::vector<double> s(static_cast<size_t>(pos + 1), -INFINITY);
+      double mx = p.sinks.empty() ? -1e300 : double(p.sinks[size_t(h)]);
+      for (int64_t j = j_first; j <= pos; ++j) {
         double dot = 0;
         for (int64_t d = 0; d < p.head_dim; ++d)
           dot += double(p.q[size_t((t * p.n_heads + h) * p.head_dim + d)]) *
@@ -355,7 +358,7 @@ std::vector<double> reference_attention(const AttnProblem& p) {
         s[size_t(j)] = dot * p.scale;
         mx = std::max(mx, s[size_t(j)]);
       }
-      double sum = 0;
+      double sum = p.sinks.empty() ? 0.0 : std::exp(double(p.sinks[size_t(h)]) - mx);
       for (auto& x : s) sum += (x = std::exp(x - mx));
       for (int64_t d = 0; d < p.head_dim_v; ++d) {
         double o = 0;
@@ -409,8 +412,7 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
       for (int r = 0; r < fa::kBQ; ++r) {
         row_pos[r] = r < rows_valid ? p.positions[size_t(t0 + r)] : -1;
         row_seq[r] = r < rows_valid ? p.seq[size_t(t0 + r)] : -1;
-        row_m[r] = fa::kNegInf;
-        row_l[r] = 0.f;
+        fa::init_row(r, p.sinks.empty() ? nullptr : &p.sinks[size_t(h)], row_m, row_l);
       }
       for (int lane = 0; lane < M::kLanes; ++lane)
         fa::stage_q(lane, M::kLanes, p.q.data() + (t0 * p.n_heads + h) * p.head_dim, p.n_heads * p.head_dim,
@@ -424,7 +426,7 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
         const int r1 = fa::run_end(row_seq, row_pos, r0, rows_valid, &max_pos);
         const int64_t kv_len = max_pos + 1;
         const int32_t* pages = p.page_table.data() + int64_t(row_seq[r0]) * p.pages_per_seq;
-        for (int64_t j0 = 0; j0 < kv_len; j0 += fa::kBKV) {
+        for (int64_t j0 = fa::run_key_begin(row_pos, r0, r1, p.window); j0 < kv_len; j0 += fa::kBKV) {
           for (int j = 0; j < fa::kBKV; ++j)
             key_rows[j] = fa::key_row(pages, p.page_size, j0 + j, kv_len, p.cache_rows);
           std::fill(lds_k.begin(), lds_k.end(), std::nanf(""));
@@ -448,7 +450,8 @@ std::vector<float> simulate_attention(const AttnProblem& p) {
             });
           run(calls, [&](int lane, int) { return acc_s[size_t(lane)].data(); });
           for (int lane = 0; lane < M::kLanes; ++lane)
-            fa::store_scores<M>(lane, acc_s[size_t(lane)].data(), p.scale, j0, row_pos, r0, r1, dims, lds_s.data());
+            fa::store_scores<M>(lane, acc_s[size_t(lane)].data(), p.scale, j0, row_pos, r0, r1, dims, lds_s.data(),
+                                p.window);
           for (int r = 0; r < fa::kBQ; ++r)
             fa::softmax_row(r, lds_s.data(), dims, lds_p.data(), row_m, row_l, row_alpha);
           for (int lane = 0; lane < M::kLanes; ++lane) fa::rescale_o<M>(lane, chunks, acc_o[size_t(lane)].o, row_alpha);
@@ -558,6 +561,39 @@ TEST_CASE("flash attention's tile code over a paged cache: query tiles spanning 
   const AttnProblem decode = make_paged_attention(lens, starts, 2, 1, 64, 64, 12, 62);
   CHECK(attention_error<MmaMfma16, Mfma16Model>(decode) < 1e-5);
   CHECK(attention_error<MmaNv16, Nv16Model>(decode) < 1e-5);
+}
+
+TEST_CASE("flash attention's tile code with a sliding window and attention sinks (gpt-oss, gemma3)") {
+  // Windows shorter than a key tile, not multiples of it, and longer than the keys; prompts starting past the window
+  // (key tiles wholly before every row's window are skipped: run_key_begin); runs of several sequences in one tile;
+  // sinks that dominate some rows (sink logits up to 4 against scores of about +-2).
+  struct Case {
+    std::vector<int64_t> lens, starts;
+    int64_t window;
+    bool sinks;
+  };
+  const Case cases[] = {{{40}, {0}, 5, false},   {{40}, {70}, 21, true},           {{33}, {7}, 1, true},
+                        {{21}, {3}, 4096, true}, {{5, 1, 20, 9}, {40, 77, 3, 16}, 12, true},
+                        {{30}, {100}, 0, true}};
+  uint32_t seed = 71;
+  for (const Case& c : cases) {
+    CAPTURE(c.window);
+    CAPTURE(c.sinks);
+    AttnProblem p = make_paged_attention(c.lens, c.starts, 4, 2, 40, 24, 8, seed++);
+    p.window = c.window;
+    if (c.sinks) p.sinks = random_floats(size_t(p.n_heads), seed++, -1.f, 4.f);
+    CHECK(attention_error<MmaMfma16, Mfma16Model>(p) < 1e-5);
+    CHECK(attention_error<MmaWmma16, Wmma16Model>(p) < 1e-5);
+    CHECK(attention_error<MmaNv16, Nv16Model>(p) < 1e-5);
+  }
+  // The key loop's first tile: the tile of the run's lowest visible key.
+  const int pos[4] = {40, 41, 44, 45};
+  CHECK(fa::run_key_begin(pos, 0, 4, 0) == 0);
+  CHECK(fa::run_key_begin(pos, 0, 4, 8) == 32);   // first key 33
+  CHECK(fa::run_key_begin(pos, 0, 4, 9) == 32);   // 32
+  CHECK(fa::run_key_begin(pos, 0, 4, 10) == 16);  // 31
+  CHECK(fa::run_key_begin(pos, 1, 4, 10) == 32);  // 32
+  CHECK(fa::run_key_begin(pos, 0, 4, 41) == 0);
 }
 
 TEST_CASE("flash attention's tile code over a q8_0 cache: blocks dequantized while staging, heads splitting blocks") {

@@ -32,7 +32,12 @@ namespace {
 
 constexpr GgmlType kAllTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                   GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+                                  GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
+                                  GgmlType::MXFP4};
+// The types of ../shared/models/synth-llama-d256-*.gguf (llama-quantize's output, checked byte for byte below).
+constexpr GgmlType kFileTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                   GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                   GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 void put_half(uint8_t* p, float v) {
   const uint16_t h = greta::fp32_to_fp16(v);
@@ -67,7 +72,8 @@ int64_t test_row_length(GgmlType t) {
 
 // Round-trip NMSE bounds on uniform [-1, 1) data: about 1.3x the worst value measured over the seeds and row shapes
 // below (measured worst: F16 4.4e-8, BF16 2.4e-6, Q8_0 1.5e-5, Q6_K 1.8e-4, Q5_K 8.0e-4, Q5_1 9.7e-4, Q5_0 1.1e-3,
-// Q4_K 3.0e-3, Q4_1 4.3e-3, Q4_0 4.9e-3, Q3_K 1.7e-2, Q2_K 5.9e-2). They follow the bits per weight.
+// Q4_K 3.0e-3, Q4_1 4.3e-3, Q4_0 4.9e-3, Q3_K 1.7e-2, Q2_K 5.9e-2; IQ4_NL 4.2e-3, IQ4_XS 4.2e-3, MXFP4 2.2e-2). They follow
+// the bits per weight (MXFP4's power-of-two scale and 8 magnitudes make it the coarsest 4-bit type).
 double roundtrip_bound(GgmlType t) {
   switch (t) {
     case GgmlType::F16: return 6e-8;
@@ -82,6 +88,9 @@ double roundtrip_bound(GgmlType t) {
     case GgmlType::Q4_0: return 6.5e-3;
     case GgmlType::Q3_K: return 2.2e-2;
     case GgmlType::Q2_K: return 7.6e-2;
+    case GgmlType::IQ4_NL: return 5.5e-3;
+    case GgmlType::IQ4_XS: return 5.5e-3;
+    case GgmlType::MXFP4: return 2.9e-2;
     default: return 0;
   }
 }
@@ -337,6 +346,142 @@ TEST_CASE("Q6_K literal block and random codes") {
   for (int e = 0; e < 256; ++e) CHECK_MESSAGE(w[e] == 0.25f * float(b.scales[e / 16] * q[e]), "weight ", e);
 }
 
+// The table formats. Tables spelled out here from ggml's definitions (kvalues_iq4nl; kvalues_mxfp4 = E2M1 doubled),
+// independently of quant_blocks.h.
+namespace {
+constexpr int kIq4Table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+constexpr float kE2M1[16] = {0.f, 0.5f, 1.f, 1.5f, 2.f, 3.f, 4.f, 6.f, -0.f, -0.5f, -1.f, -1.5f, -2.f, -3.f, -4.f, -6.f};
+}  // namespace
+
+TEST_CASE("IQ4_NL literal block and random codes") {
+  // Byte j = (low nibble j, high nibble 15 - j): weight j = d * table[j], weight j + 16 = d * table[15 - j].
+  BlockIQ4_NL lit{};
+  put_half(lit.d, 0.5f);
+  for (int j = 0; j < 16; ++j) lit.qs[j] = uint8_t(j | (15 - j) << 4);
+  auto w = decode_block(GgmlType::IQ4_NL, lit);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(w[j] == 0.5f * float(kIq4Table[j]));
+    CHECK(w[j + 16] == 0.5f * float(kIq4Table[15 - j]));
+  }
+  CHECK(w[0] == -63.5f);
+  CHECK(w[16] == 56.5f);
+
+  std::mt19937 rng(41);
+  BlockIQ4_NL b{};
+  const float d = greta::fp16_to_fp32(greta::fp32_to_fp16(0.0123f));
+  put_half(b.d, d);
+  int q[32];
+  for (int e = 0; e < 32; ++e) {
+    q[e] = int(rng() % 16);
+    b.qs[e % 16] |= uint8_t(q[e] << (e < 16 ? 0 : 4));
+  }
+  w = decode_block(GgmlType::IQ4_NL, b);
+  for (int e = 0; e < 32; ++e) CHECK_MESSAGE(w[e] == d * float(kIq4Table[q[e]]), "weight ", e);
+}
+
+TEST_CASE("IQ4_XS literal block and random codes (6-bit scales split over scales_l and scales_h)") {
+  // Literal, d = 1, every code 8 (table value 1): scales_h = 0x8001 (bytes 01 80) gives sub-block 0 the high bits 01
+  // (code 16: scale -16) and sub-block 7 the high bits 10 (code 32: scale 0); scales_l[2] = 0x5F gives sub-block 4 the
+  // low nibble 15 (code 15: -17) and sub-block 5 the low nibble 5 (code 5: -27); the others have code 0 (-32).
+  BlockIQ4_XS lit{};
+  put_half(lit.d, 1.0f);
+  lit.scales_h[0] = 0x01;
+  lit.scales_h[1] = 0x80;
+  lit.scales_l[2] = 0x5F;
+  for (auto& q : lit.qs) q = 0x88;
+  auto w = decode_block(GgmlType::IQ4_XS, lit);
+  const float want_scale[8] = {-16, -32, -32, -32, -17, -27, -32, 0};
+  for (int e = 0; e < 256; ++e) CHECK_MESSAGE(w[e] == want_scale[e / 32], "weight ", e);
+
+  std::mt19937 rng(43);
+  BlockIQ4_XS b{};
+  put_half(b.d, 0.125f);
+  int ls[8], q[256];
+  uint16_t scales_h = 0;
+  for (int s = 0; s < 8; ++s) {
+    ls[s] = int(rng() % 64);
+    b.scales_l[s / 2] |= uint8_t((ls[s] & 15) << (4 * (s % 2)));
+    scales_h |= uint16_t((ls[s] >> 4) << (2 * s));
+  }
+  b.scales_h[0] = uint8_t(scales_h);
+  b.scales_h[1] = uint8_t(scales_h >> 8);
+  for (int e = 0; e < 256; ++e) {
+    q[e] = int(rng() % 16);
+    const int s = e / 32, l = e % 32;
+    b.qs[16 * s + l % 16] |= uint8_t(q[e] << (l < 16 ? 0 : 4));
+  }
+  w = decode_block(GgmlType::IQ4_XS, b);
+  for (int e = 0; e < 256; ++e)
+    CHECK_MESSAGE(w[e] == (0.125f * float(ls[e / 32] - 32)) * float(kIq4Table[q[e]]), "weight ", e);
+}
+
+TEST_CASE("MXFP4 literal blocks: E2M1 codes times the E8M0 power of two, including the extreme exponents") {
+  // e = 127 (scale 2^0): the table's values halved are the E2M1 values themselves.
+  BlockMXFP4 lit{};
+  lit.e = 127;
+  for (int j = 0; j < 16; ++j) lit.qs[j] = uint8_t(j | (15 - j) << 4);
+  auto w = decode_block(GgmlType::MXFP4, lit);
+  for (int j = 0; j < 16; ++j) {
+    CHECK(w[j] == kE2M1[j]);
+    CHECK(w[j + 16] == kE2M1[15 - j]);
+  }
+  // Every exponent, including e = 0 and 1 (subnormal results) and 254 / 255: w = E2M1 * 2^(e - 127).
+  for (int e = 0; e < 256; ++e) {
+    lit.e = uint8_t(e);
+    w = decode_block(GgmlType::MXFP4, lit);
+    for (int j = 0; j < 16; ++j) REQUIRE_MESSAGE(w[j] == std::ldexp(kE2M1[j], e - 127), "e ", e, " code ", j);
+  }
+  lit.e = 0;
+  w = decode_block(GgmlType::MXFP4, lit);
+  CHECK(w[1] == std::ldexp(1.f, -128));  // 2^-128: a subnormal float
+}
+
+TEST_CASE("table-format quantizers: exact inputs round-trip exactly; scales and codes as documented") {
+  // MXFP4: values on the grid of one exponent, the largest magnitude 6 * 2^k present: e = 127 + k, exact.
+  std::mt19937 rng(47);
+  for (int k : {-3, 0, 5}) {
+    std::vector<float> x(64);
+    for (auto& v : x) v = std::ldexp(kE2M1[rng() % 16], k);
+    x[7] = std::ldexp(-6.f, k);
+    x[40] = std::ldexp(6.f, k);
+    const auto bytes = encode(GgmlType::MXFP4, x);
+    CHECK(bytes[0] == 127 + k);
+    CHECK(bytes[17] == 127 + k);
+    CHECK(decode(GgmlType::MXFP4, bytes.data(), x.size()) == x);
+  }
+  // MXFP4 ties go to the smaller magnitude (ggml's first-best rule), at scale 2^0: 1.25 -> 1, -5 -> -4.
+  {
+    std::vector<float> x(32, 0.f);
+    x[0] = 6.f;  // e = 127
+    x[1] = 1.25f;
+    x[2] = -5.f;  // between 4 and 6
+    const auto back = decode(GgmlType::MXFP4, encode(GgmlType::MXFP4, x).data(), 32);
+    CHECK(back[1] == 1.f);
+    CHECK(back[2] == -4.f);
+  }
+  // IQ4_NL: d * table values with an fp16 d, both ends of the table present: the search finds d exactly.
+  for (float d0 : {0.01f, 0.37f}) {
+    const float d = greta::fp16_to_fp32(greta::fp32_to_fp16(d0));
+    std::vector<float> x(96);
+    for (auto& v : x) v = d * float(kIq4Table[rng() % 16]);
+    x[3] = d * -127.f;
+    x[35] = d * -127.f;
+    x[70] = d * -127.f;
+    CHECK(decode(GgmlType::IQ4_NL, encode(GgmlType::IQ4_NL, x).data(), x.size()) == x);
+  }
+  // IQ4_XS: sub-block scales that are multiples of d: exact too (d = -(largest scale) / 32).
+  {
+    const float d = 0.0625f;
+    const int l[8] = {-32, -5, 7, 31, -1, 12, -20, 3};
+    std::vector<float> x(256);
+    for (int e = 0; e < 256; ++e) x[e] = d * float(l[e / 32]) * float(kIq4Table[rng() % 16]);
+    for (int s = 0; s < 8; ++s) x[32 * s + 5] = d * float(l[s]) * -127.f;
+    const auto bytes = encode(GgmlType::IQ4_XS, x);
+    CHECK(greta::fp16_to_fp32(uint16_t(bytes[0] | bytes[1] << 8)) == d);  // sub-block 0's scale is -32 d
+    CHECK(decode(GgmlType::IQ4_XS, bytes.data(), x.size()) == x);
+  }
+}
+
 // ---- round trips ---------------------------------------------------------------------------------------------------
 
 TEST_CASE("every supported type quantizes; quantize -> dequantize round trips within its NMSE bound") {
@@ -478,7 +623,7 @@ namespace {
 // Per-tensor NMSE of a llama.cpp-quantized tensor against the F32 original. The values are deterministic (fixed
 // files); bounds are ~1.3x the worst tensor measured (worst: F16 4.4e-8, BF16 2.8e-6, Q8_0 3.8e-5, Q6_K 3.3e-4,
 // Q5_K 1.3e-3, Q5_1 1.5e-3, Q5_0 1.9e-3, Q4_K 5.2e-3, Q4_1 6.3e-3, Q4_0 9.2e-3 (stories260K's trained attn_v),
-// Q3_K 2.4e-2, Q2_K 8.9e-2).
+// Q3_K 2.4e-2, Q2_K 8.9e-2; next/'s IQ4_NL 5.9e-3, IQ4_XS 6.0e-3).
 double file_bound(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return 0;
@@ -494,6 +639,8 @@ double file_bound(GgmlType t) {
     case GgmlType::Q4_0: return 1.2e-2;
     case GgmlType::Q3_K: return 3.1e-2;
     case GgmlType::Q2_K: return 0.115;
+    case GgmlType::IQ4_NL: return 7.8e-3;
+    case GgmlType::IQ4_XS: return 7.8e-3;
     default: return 0;
   }
 }
@@ -575,7 +722,23 @@ TEST_CASE("synth-llama-d256 files: every tensor decodes close to F32, and re-qua
     CHECK(rep.differing_blocks == 0);
   }
   // Every quantized type was exercised by some file.
-  for (GgmlType t : kAllTypes) CHECK_MESSAGE(std::find(seen.begin(), seen.end(), t) != seen.end(), type_name(t));
+  for (GgmlType t : kFileTypes) CHECK_MESSAGE(std::find(seen.begin(), seen.end(), t) != seen.end(), type_name(t));
+}
+
+TEST_CASE("next/ IQ4_NL / IQ4_XS files (llama-quantize --pure): every tensor decodes close to the F32 model") {
+  // The same synthetic llama as models/synth-llama-d256-f32.gguf, every matrix (embeddings and output too) in the
+  // named type. Our quantizers are not ggml's search, so their bytes may differ; the count is reported.
+  const GgufFile ref = GgufFile::open(greta::test::shared_path("models/synth-llama-d256-f32.gguf"));
+  for (const std::string variant : {"iq4_nl", "iq4_xs"}) {
+    INFO("variant ", variant);
+    const GgufFile quant = GgufFile::open(greta::test::shared_path("next/models/synth-llama-d256-" + variant + ".gguf"));
+    int quantized = 0;
+    for (const auto& t : quant.tensors()) quantized += t.type == *type_from_name(variant) ? 1 : 0;
+    CHECK(quantized >= 14);  // 7 matrices in each of 2 layers, plus token_embd and output
+    const FileReport rep = check_against_f32(quant, ref);
+    MESSAGE("synth-llama-d256-", variant, ": ", rep.tensors, " tensors, ", rep.differing_blocks, " of ", rep.blocks,
+            " re-quantized blocks differ from llama.cpp's");
+  }
 }
 
 TEST_CASE("stories260K f16 / q8_0 / q4_0 against the F32 model") {

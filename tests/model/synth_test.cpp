@@ -188,6 +188,27 @@ TEST_CASE("synth: qwen2 / qwen3 / q4_k_m mix / tied / fallback") {
     CHECK(c.n_kv_heads == 1);
     CHECK(c.rope_base == 5e5f);
   }
+  // (MXFP4 is llama.cpp's MXFP4_MOE: experts only, the other matrices Q8_0; the MoE synth tests cover it.)
+  SUBCASE("table formats: iq4_nl, iq4_xs (IQ4_NL where a row is not whole super-blocks)") {
+    o.dim = 96;  // 96 = 3 x 32: IQ4_XS rows of 96 fall back to IQ4_NL, as llama.cpp's do
+    o.n_heads = 2;
+    o.ffn_dim = 256;
+    for (const char* name : {"iq4_nl", "IQ4_XS"}) {
+      INFO(name);
+      parse_synth_type(name, o);
+      SynthSummary s = synthesize_model(path, o);
+      GgufFile f = GgufFile::open(path);
+      CHECK_NOTHROW(ModelConfig::from_gguf(f));
+      const GgmlType want = *type_from_name(name);
+      CHECK(f.find_tensor("blk.0.ffn_down.weight")->type == want);  // rows of 256
+      const GgufTensor* q = f.find_tensor("blk.0.attn_q.weight");   // rows of 96
+      CHECK(q->type == GgmlType::IQ4_NL);
+      CHECK((s.n_fallback_tensors > 0) == (want == GgmlType::IQ4_XS));
+      CHECK(f.get_uint("general.file_type") == (want == GgmlType::IQ4_NL ? 25u : 30u));
+      Stats st = tensor_stats(*f.find_tensor("blk.0.ffn_down.weight"));
+      CHECK(st.std == doctest::Approx(0.02).epsilon(0.1));
+    }
+  }
   SUBCASE("rows that do not split into K blocks fall back") {
     o.dim = 96;
     o.n_heads = 2;

@@ -1,6 +1,7 @@
 // The GPU weight decoders (shaders/dequant.glsl, through the dequant_rows_<type> kernels) against the CPU reference
 // codecs (model::dequantize_row), bit for bit, for every GGUF weight type: quantizer output and random block bytes
-// (every code bit pattern, random finite f16 scales, subnormal ones included), several rows, odd row counts, rows at
+// (every code bit pattern, random finite f16 scales, subnormal ones included; MXFP4: every E8M0 exponent but the two
+// subnormal ones), several rows, odd row counts, rows at
 // unaligned byte offsets, f32/f16/bf16 rows with tails (cols % 4 != 0) and capped grids (grid-stride loop).
 #include <doctest/doctest.h>
 
@@ -43,6 +44,8 @@ const std::vector<WeightType>& quant_types() {
       {GgmlType::Q8_0, ShaderId::dequant_rows_q8_0, {0}},       {GgmlType::Q2_K, ShaderId::dequant_rows_q2_k, {80, 82}},
       {GgmlType::Q3_K, ShaderId::dequant_rows_q3_k, {108}},     {GgmlType::Q4_K, ShaderId::dequant_rows_q4_k, {0, 2}},
       {GgmlType::Q5_K, ShaderId::dequant_rows_q5_k, {0, 2}},    {GgmlType::Q6_K, ShaderId::dequant_rows_q6_k, {208}},
+      {GgmlType::IQ4_NL, ShaderId::dequant_rows_iq4_nl, {0}},   {GgmlType::IQ4_XS, ShaderId::dequant_rows_iq4_xs, {0}},
+      {GgmlType::MXFP4, ShaderId::dequant_rows_mxfp4, {}},
   };
   return t;
 }
@@ -104,6 +107,14 @@ Matrix random_block_matrix(const WeightType& wt, uint32_t rows, uint32_t cols, u
         uint8_t* p = m.bytes.data() + first_row_byte + size_t(r) * m.row_bytes + size_t(b) * tr.block_bytes + off;
         p[0] = uint8_t(h);
         p[1] = uint8_t(h >> 8);
+      }
+  // MXFP4's E8M0 exponent byte (byte 0 of each block): at least 2, since e = 0 and 1 give subnormal scales, which a
+  // device may flush to zero (real blocks have e near 127); e = 255 is kept (12 * 2^127 overflows to Inf on both).
+  if (wt.type == GgmlType::MXFP4)
+    for (uint32_t r = 0; r < rows; ++r)
+      for (uint32_t b = 0; b < cols / tr.block_elems; ++b) {
+        uint8_t& e = m.bytes[first_row_byte + size_t(r) * m.row_bytes + size_t(b) * tr.block_bytes];
+        if (e < 2) e = uint8_t(2 + e);
       }
   return m;
 }
@@ -173,7 +184,7 @@ TEST_CASE_FIXTURE(VkFixture, "dequant_rows f32/f16/bf16 match model::dequantize_
   }
 }
 
-TEST_CASE_FIXTURE(VkFixture, "dequant_rows legacy and K-quants match model::dequantize_row bit for bit") {
+TEST_CASE_FIXTURE(VkFixture, "dequant_rows legacy, K-quant and table formats match model::dequantize_row bit for bit") {
   uint32_t seed = 500;
   for (const auto& wt : quant_types()) {
     const uint32_t block = model::traits(wt.type).block_elems;

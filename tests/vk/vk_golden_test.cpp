@@ -3,9 +3,12 @@
 // and verify mode (engine/verify.h) finds no op that diverges from the CPU.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
@@ -21,9 +24,27 @@
 using namespace greta;
 using namespace greta::engine;
 
+namespace {
+
+// The models of ../shared/next that the Vulkan backend runs (test::next_model_supported), as paths; they join the
+// verify, concurrent-sequence and batched tests below (MoE routing, sliding windows and sinks, GLU kinds, rope
+// scaling: each op against the CPU, and the paged kernels over many sequences).
+std::vector<std::string> next_vk_models() {
+  std::vector<std::string> paths;
+  for (const char* name : {"synth-qwen3moe-d128-q8_0.gguf", "synth-gemma3-d128-q8_0.gguf", "synth-phi3-d256-q4_k_m.gguf",
+                           "synth-gptoss-d128-q8_0.gguf", "synth-gptoss-d128-mxfp4.gguf"}) {
+    const char* only = std::getenv("GRETA_GOLDEN_ONLY");
+    if (only && std::string(name).find(only) == std::string::npos) continue;
+    if (test::next_model_supported(name, "vk")) paths.push_back(test::shared_path(std::string("next/models/") + name));
+  }
+  return paths;
+}
+
+}  // namespace
+
 TEST_CASE("vk golden: every model and prompt matches llama.cpp like the CPU reference does") {
-  const auto files = test::golden_json_files();
-  REQUIRE(files.size() >= 44);
+  const auto files = test::golden_json_files("vk");
+  REQUIRE(files.size() >= test::golden_min(44));
   std::set<std::string> models;
   for (const std::string& file : files) {
     const test::GoldenCase g = test::load_golden(file);
@@ -38,15 +59,19 @@ TEST_CASE("vk golden: every model and prompt matches llama.cpp like the CPU refe
     CHECK(r.worst_row_nmse <= r.limit);
     CHECK(r.greedy_ok);
   }
-  CHECK(models.size() >= 22);
+  CHECK(models.size() >= test::golden_min(22));
 }
 
 TEST_CASE("vk verify: no op diverges from the CPU reference on the shared models") {
+  std::vector<std::string> paths;
   for (const char* name : {"stories260K.gguf", "synth-llama-d256-q4_k_m.gguf", "synth-qwen2-d256-q8_0.gguf",
-                           "synth-qwen3-d256-q4_k_m.gguf", "synth-llama-tied-d256-q8_0.gguf"}) {
-    const std::string model_name = name;
+                           "synth-qwen3-d256-q4_k_m.gguf", "synth-llama-tied-d256-q8_0.gguf"})
+    paths.push_back(test::shared_path(std::string("models/") + name));
+  for (const std::string& path : next_vk_models()) paths.push_back(path);
+  for (const std::string& path : paths) {
+    const std::string model_name = std::filesystem::path(path).filename().string();
     CAPTURE(model_name);
-    auto file = model::GgufFile::open(test::shared_path(std::string("models/") + name));
+    auto file = model::GgufFile::open(path);
     const auto config = model::ModelConfig::from_gguf(file);
     const auto weights = map_weights(file, config);
     // f32 activations in the decode matvecs: int8 ones (the default where the device has integer dot products)
@@ -71,25 +96,27 @@ TEST_CASE("vk verify: no op diverges from the CPU reference on the shared models
 
 // The goldens as concurrent sequences beside six others (tests/engine/golden_run.h), f32, f16 and q8_0 KV caches, on
 // one model per architecture and weight class (every model runs on the CPU backend; here the kernels' paged paths are
-// what is new, and lavapipe's time is CI's).
+// what is new, and lavapipe's time is CI's), and every next/ model the backend runs.
 TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f32, f16 and q8_0 KV") {
   const std::set<std::string> models = {"stories260K.gguf", "stories260K-q4_0.gguf", "synth-llama-d256-q4_k_m.gguf",
                                         "synth-qwen2-d256-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf",
                                         "synth-llama-tied-d256-q8_0.gguf"};
   std::map<std::string, std::vector<test::GoldenCase>> by_model;
-  for (const std::string& file : test::golden_json_files()) {
+  for (const std::string& file : test::golden_json_files("vk")) {
     test::GoldenCase g = test::load_golden(file);
-    if (models.count(std::filesystem::path(g.model_path).filename().string()))
+    // golden_json_files("vk") lists only the next/ models this backend runs: all of them join.
+    const bool next = std::filesystem::path(g.model_path).parent_path().parent_path().filename() == "next";
+    if (next || models.count(std::filesystem::path(g.model_path).filename().string()))
       by_model[g.model_path].push_back(std::move(g));
   }
-  REQUIRE(by_model.size() == models.size());
+  REQUIRE(by_model.size() >= test::golden_min(models.size()));
   for (const auto& [model, cases] : by_model)
     for (ElemType kv : test::kv_types_for(model)) {
       auto backend = vk::create_vk_backend();
       const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, std::move(backend), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
         const test::GoldenResult& r = results[i];
-        MESSAGE(cases[i].name, " batched, ", elem_type_name(kv), " KV: worst row NMSE ", r.worst_row_nmse, " (limit ",
+        MESSAGE(cases[i].name, " batched, ", std::string(elem_type_name(kv)), " KV: worst row NMSE ", r.worst_row_nmse, " (limit ",
                 r.limit, "), greedy ", r.greedy_compared, "/", cases[i].greedy_tokens.size());
         CHECK(r.tokenization_ok);
         CHECK(r.worst_row_nmse <= r.limit);
@@ -101,9 +128,13 @@ TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f3
 // Many sequences on the Vulkan backend give each sequence what it gets alone (within the op tolerances: the kernels
 // differ between step shapes, so not bit for bit as on the CPU).
 TEST_CASE("vk batched steps equal each sequence run alone") {
-  for (const std::string name : {"stories260K-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf"}) {
+  std::vector<std::string> paths;
+  for (const std::string name : {"stories260K-q8_0.gguf", "synth-qwen3-d256-q4_k_m.gguf"})
+    paths.push_back(test::shared_path("models/" + name));
+  for (const std::string& path : next_vk_models()) paths.push_back(path);
+  for (const std::string& path : paths) {
+    const std::string name = std::filesystem::path(path).filename().string();
     CAPTURE(name);
-    const std::string path = test::shared_path("models/" + name);
     // f32 activations in the decode matvecs (int8 ones round each op's input, ~1e-5, and would hide the check).
     vk::VkBackendOptions options;
     options.q8_activations = false;

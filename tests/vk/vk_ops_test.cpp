@@ -184,7 +184,7 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
         CHECK_MESSAGE(e <= 1e-6, "NMSE against the emulated int8 path ", e);
       }
   }
-  CHECK(q8_cases == 60);
+  CHECK(q8_cases == 78);  // 13 quantized types x 2 row lengths x 3 token counts
 }
 
 TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {
@@ -474,7 +474,7 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
     auto kept = test::swiglu_matmul_case(type, 1, 512, true, true, seed);
     std::string kernels = compare_fused(kept.c, kept.x, 1e-9);
     CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
-    CHECK_MESSAGE(has(kernels, "ffn_swiglu  swiglu_f32"), kernels);
+    CHECK_MESSAGE(has(kernels, "ffn_swiglu  glu_f32"), kernels);
     compare(kept.c, kept.extra, 1e-12);
     // In place over the gate and read by another op: the swiglu must run first, so nothing is fused into the matvec.
     auto in_place = test::swiglu_matmul_case(type, 1, 512, false, true, seed);
@@ -533,4 +533,141 @@ TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8
     compare(rc.c, rc.q, 1e-8);
     compare(rc.c, rc.v_cache, 1e-10);
   }
+}
+
+// --- ops of the newer architectures (issue 23): embedding scale, rope scaling, sliding windows and sinks, GLU
+// kinds, mixture of experts --------------------------------------------------------------------------------------
+
+TEST_CASE("vk embedding with a scale (gemma3's sqrt(dim))") {
+  uint32_t seed = 1400;
+  for (GgmlType type : {GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    auto [c, out] = test::embed_case(type, seed, std::sqrt(96.f));
+    compare(c, out, 1e-12);
+  }
+}
+
+TEST_CASE("vk rope with attn_factor and YaRN scaling, alone and fused with the kv writes") {
+  uint32_t seed = 1410;
+  for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+    for (int64_t head_dim : {int64_t(64), int64_t(40)})
+      for (bool partial : {false, true})
+        for (bool yarn : {false, true}) {
+          CAPTURE(int(pairing));
+          CAPTURE(head_dim);
+          CAPTURE(partial);
+          CAPTURE(yarn);
+          auto [c, x] = test::rope_scaled_case(pairing, head_dim, partial, yarn, seed);
+          compare(c, x, 1e-8);
+        }
+  for (int64_t n : {int64_t(1), int64_t(3)}) {
+    CAPTURE(n);
+    auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, n, 64, false, false, true, seed,
+                                 engine::ElemType::F32, true);
+    const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
+    CHECK_MESSAGE(has(kernels, "rope_q  rope_kv_f32"), kernels);
+    compare(rc.c, rc.q, 1e-8);
+  }
+}
+
+TEST_CASE("vk attention with sliding windows and sinks: prefill, decode splits, several sequences, cache types") {
+  // window, sinks: prefill (the scalar kernel here; coopmat on devices that have it), decode over many splits whose
+  // first ones hold no key of the window (the sink lives in split 0), one split (positions < 32), odd head dims
+  // (attention_f32's split mode + attention_combine), several sequences, f16 and q8_0 caches.
+  using engine::ElemType;
+  test::AttentionShape shapes[] = {
+      {70, 3, 4, 2, 64},   {33, 40, 4, 1, 128}, {1, 300, 8, 2, 64}, {3, 500, 8, 8, 128},
+      {1, 10, 8, 2, 64},   {2, 300, 4, 2, 18},  {1, 200, 4, 4, 40}, {80, 100, 4, 2, 64, 3},
+      {16, 0, 4, 2, 64},   {1, 450, 8, 2, 64, 1, ElemType::F16},    {20, 400, 4, 2, 64, 1, ElemType::Q8_0},
+  };
+  uint32_t seed = 1420;
+  int cases = 0, decode_cases = 0, combine_cases = 0;
+  for (test::AttentionShape s : shapes)
+    for (int64_t window : {int64_t(0), int64_t(1), int64_t(17), int64_t(50)})
+      for (bool sinks : {false, true}) {
+        if (window == 0 && !sinks) continue;  // the plain attention tests cover it
+        if (window == 1 && sinks != (cases % 2 == 0)) continue;
+        s.window = window;
+        s.sinks = sinks;
+        CAPTURE(s.n_tokens);
+        CAPTURE(s.start_pos);
+        CAPTURE(s.head_dim);
+        CAPTURE(s.n_seqs);
+        CAPTURE(int(s.kv_type));
+        CAPTURE(window);
+        CAPTURE(sinks);
+        auto [c, out, k_cache] = test::attention_case(s, seed);
+        std::string kernels;
+        compare(c, out, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        if (window > 0) CHECK_MESSAGE(has(kernels, "window"), kernels);
+        if (sinks) CHECK_MESSAGE(has(kernels, "sinks"), kernels);
+        ++cases;
+        decode_cases += has(kernels, "attention_decode_f32");
+        combine_cases += has(kernels, "attention_combine_f32");
+      }
+  CHECK(cases > 30);
+  CHECK(decode_cases > 10);
+  CHECK(combine_cases > 2);
+}
+
+TEST_CASE("vk glu: every kind") {
+  uint32_t seed = 1440;
+  for (auto kind : {GluKind::SiLU, GluKind::GeluTanh, GluKind::SwiGluOai})
+    for (int64_t rows : {int64_t(1), int64_t(3)})
+      for (int64_t width : {int64_t(5), int64_t(1000)}) {
+        const std::string kind_name = glu_kind_name(kind);
+        CAPTURE(kind_name);
+        CAPTURE(rows);
+        CAPTURE(width);
+        auto [c, out] = test::glu_case(kind, rows, width, seed);
+        std::string kernels;
+        compare(c, out, 1e-11, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        CHECK_MESSAGE(has(kernels, kind_name.c_str()), kernels);
+      }
+}
+
+TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GEMM), combine") {
+  // Token counts 1 and 5 take moe_matvec (each slot reads its expert's rows), 67 and 70 the grouped GEMM (with
+  // `skew`, one expert gets a slot of every token: more than one 64-slot tile). Odd in_features (not multiples of 4)
+  // always take the matvec kernel.
+  using test::MoeShape;
+  const MoeShape shapes[] = {
+      {1, 6, 1, 96, 64},
+      {5, 6, 2, 96, 64, GgmlType::Q8_0, MoeGating::SoftmaxTopK, false},
+      {67, 6, 4, 96, 64, GgmlType::Q8_0, MoeGating::SoftmaxTopK, true, false, true},
+      {70, 4, 3, 96, 64, GgmlType::Q4_0, MoeGating::TopKSoftmax, false, true, false, GluKind::SwiGluOai},
+      {1, 5, 2, 256, 256, GgmlType::Q4_K},
+      {70, 5, 2, 256, 256, GgmlType::Q4_K, MoeGating::SoftmaxTopK, true, false, true},
+      {3, 7, 4, 256, 256, GgmlType::Q6_K, MoeGating::TopKSoftmax, true, true},
+      {2, 4, 3, 30, 22, GgmlType::F16, MoeGating::SoftmaxTopK, true, true, false, GluKind::GeluTanh},
+      {20, 4, 3, 30, 22, GgmlType::F32},
+      {40, 8, 4, 36, 20, GgmlType::F32, MoeGating::TopKSoftmax, true, true, true, GluKind::SwiGluOai},
+      {9, 3, 3, 64, 32, GgmlType::F16, MoeGating::SoftmaxTopK, false, true, true, GluKind::GeluTanh},
+  };
+  uint32_t seed = 1460;
+  bool matvec = false, gemm = false;
+  for (const MoeShape& s : shapes) {
+    const std::string type_name = model::type_name(s.type);
+    CAPTURE(type_name);
+    CAPTURE(s.n_tokens);
+    CAPTURE(s.n_experts);
+    CAPTURE(s.k);
+    CAPTURE(s.dim);
+    CAPTURE(int(s.gating));
+    CAPTURE(s.bias);
+    auto mc = test::moe_case(s, seed);
+    std::string kernels;
+    compare(mc.c, mc.experts, 0.0, vk::MatmulKernel::automatic, 0.0, &kernels);  // the same ids
+    compare(mc.c, mc.weights, 1e-11);
+    compare(mc.c, mc.gate, 1e-9);
+    compare(mc.c, mc.down, 1e-9);
+    compare(mc.c, mc.out, 1e-9);
+    matvec = matvec || has(kernels, "moe_matvec");
+    gemm = gemm || has(kernels, "moe_gemm");
+    if (s.n_tokens > 8 && s.dim % 4 == 0) CHECK_MESSAGE(has(kernels, "gate  moe_gemm"), kernels);
+    if (s.n_tokens <= 8) CHECK_MESSAGE(has(kernels, "gate  moe_matvec"), kernels);
+  }
+  CHECK(matvec);
+  CHECK(gemm);
 }

@@ -75,6 +75,7 @@ public:
   // message), and the context's size.
   int64_t context_used() const { return int64_t(context_tokens_.size()); }
   int64_t context_size() const { return engine_.context_size(); }
+  const model::Tokenizer& tokenizer() const { return engine_.tokenizer(); }
   // The tokens of a reply's text as the context holds them (for exchanges that were loaded rather than generated).
   std::vector<engine::TokenId> reply_tokens_of(std::string_view reply) const;
 

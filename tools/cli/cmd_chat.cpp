@@ -18,6 +18,7 @@
 #include "generation.h"
 #include "interrupt.h"
 #include "line_reader.h"
+#include "model/harmony.h"
 
 namespace greta::cli {
 
@@ -143,11 +144,19 @@ Next run_command(const std::string& line, ChatSession& session) {
 // Sends a message and streams the reply. Returns the signal that interrupted the reply (0: none).
 int send_message(const std::string& message, ChatSession& session, InterruptHandlers& interrupts, int64_t reply_tokens,
                  bool verbose) {
-  greta::Utf8Stream utf8;
-  auto stream = [&](engine::TokenId, std::string_view piece) {
-    const std::string ready = utf8.push(piece);
-    std::fwrite(ready.data(), 1, ready.size(), stdout);
-    std::fflush(stdout);
+  greta::Utf8Stream utf8, reasoning_utf8;
+  // gpt-oss's harmony replies: the final channel is the reply; the reasoning goes to stderr with --verbose.
+  model::HarmonyReply harmony(session.tokenizer());
+  auto stream = [&](engine::TokenId token, std::string_view piece) {
+    const model::HarmonyReply::Part part = harmony.feed(token, piece);
+    if (part == model::HarmonyReply::Part::Reasoning && verbose) {
+      const std::string ready = reasoning_utf8.push(piece);
+      std::fwrite(ready.data(), 1, ready.size(), stderr);
+    } else if (part == model::HarmonyReply::Part::Answer) {
+      const std::string ready = utf8.push(piece);
+      std::fwrite(ready.data(), 1, ready.size(), stdout);
+      std::fflush(stdout);
+    }
     return !interrupt_requested();  // Ctrl-C: stop the reply here, what was shown stays in the conversation
   };
   const ChatTurn turn = session.send(message, reply_tokens, stream);

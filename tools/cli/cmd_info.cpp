@@ -168,6 +168,15 @@ int cmd_info(int argc, char** argv) {
   if (c.qkv_bias) features += " qkv-bias";
   if (c.qk_norm) features += " qk-norm";
   if (c.n_kv_heads < c.n_heads) features += c.n_kv_heads == 1 ? " multi-query" : " grouped-query";
+  if (c.n_experts > 0)
+    features += cat(" experts(", c.n_experts, ", ", c.n_experts_used, " per token, ffn ", c.expert_ffn_dim, ")");
+  if (c.sliding_window > 0) {
+    int64_t swa = 0;
+    for (int64_t l = 0; l < c.n_layers; ++l) swa += c.layer_is_swa(l);
+    features += cat(" sliding-window(", c.sliding_window, " on ", swa, "/", c.n_layers, " layers)");
+  }
+  if (c.rope_yarn) features += cat(" yarn(x", 1.f / c.rope_scale, " from ", c.rope_ctx_orig, ")");
+  if (c.embed_scale != 1.f) features += " scaled-embeddings";
   std::printf("features:     %s\n", features.empty() ? " none" : features.c_str());
 
   const int64_t ctx = args.get_int("ctx", c.context_length);

@@ -13,7 +13,7 @@ namespace greta::cli {
 
 namespace {
 constexpr OptionSpec k_synth_options[] = {
-    {"arch", nullptr, true, "llama | qwen2 | qwen3 (default llama)"},
+    {"arch", nullptr, true, "llama | qwen2 | qwen3 | qwen3moe | gemma3 | phi3 | gpt-oss (default llama)"},
     {"dim", nullptr, true, "embedding width (required)"},
     {"layers", nullptr, true, "number of blocks (required)"},
     {"heads", nullptr, true, "attention heads (required)"},
@@ -21,13 +21,17 @@ constexpr OptionSpec k_synth_options[] = {
     {"head-dim", nullptr, true, "head dimension (default: dim / heads)"},
     {"ffn", nullptr, true, "feed-forward width (required)"},
     {"vocab-from", nullptr, true, "GGUF (or .gguf.xz) whose tokenizer is copied (required)"},
-    {"type", nullptr, true, "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m"},
+    {"type", nullptr, true, "weight type: f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_k q3_k q4_k q5_k q6_k q4_k_m iq4_nl iq4_xs mxfp4"},
     {"seed", nullptr, true, "random seed (default 1)"},
     {"ctx", nullptr, true, "context_length written to the file (default 4096)"},
     {"rope-base", nullptr, true, "rope.freq_base (default: llama 10000, qwen 1e6)"},
     {"tied", nullptr, false, "tied embeddings: no output.weight"},
     {"name", nullptr, true, "general.name"},
     {"threads", "j", true, "generator threads (default: all)"},
+    {"experts", nullptr, true, "qwen3moe, gpt-oss: experts per layer (default 8)"},
+    {"experts-used", nullptr, true, "qwen3moe, gpt-oss: experts per token (default 2)"},
+    {"expert-ffn", nullptr, true, "qwen3moe, gpt-oss: FFN width of each expert (default: --ffn)"},
+    {"sliding-window", nullptr, true, "gemma3, gpt-oss: attention window of the sliding-window layers"},
     {"quiet", "q", false, "no progress output"},
     {"help", "h", false, "show this help"},
 };
@@ -41,8 +45,9 @@ int64_t required_int(const Args& args, const char* name) {
 int cmd_synth(int argc, char** argv) {
   Args args(argc, argv, k_synth_options);
   const char* usage =
-      "greta-vk synth OUT.gguf --arch llama|qwen2|qwen3 --dim D --layers L --heads H [--kv-heads KV] --ffn F "
-      "--vocab-from FILE.gguf --type T [--seed S] [--ctx C] [--head-dim HD] [--tied]";
+      "greta-vk synth OUT.gguf --arch llama|qwen2|qwen3|qwen3moe|gemma3|phi3|gpt-oss --dim D --layers L --heads H [--kv-heads KV] --ffn F "
+      "--vocab-from FILE.gguf --type T [--seed S] [--ctx C] [--head-dim HD] [--tied] [--experts E --experts-used K "
+      "--expert-ffn F] [--sliding-window W]";
   if (args.has("help")) {
     std::printf("usage: %s\n%s", usage, usage_options(k_synth_options).c_str());
     return 0;
@@ -59,6 +64,10 @@ int cmd_synth(int argc, char** argv) {
   o.context_length = args.get_int("ctx", 4096);
   o.rope_base = static_cast<float>(args.get_double("rope-base", 0));
   o.tied_embeddings = args.has("tied");
+  o.n_experts = args.get_int("experts", 8);
+  o.n_experts_used = args.get_int("experts-used", 2);
+  o.expert_ffn_dim = args.get_int("expert-ffn", 0);
+  o.sliding_window = args.get_int("sliding-window", 0);
   if (!args.has("vocab-from")) fail("missing --vocab-from FILE.gguf (the tokenizer to copy)");
   o.vocab_from = args.get("vocab-from");
   if (!args.has("type")) fail("missing --type (e.g. f16, q8_0, q4_k_m)");

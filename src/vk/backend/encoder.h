@@ -174,7 +174,7 @@ struct MatmulArgs {
   engine::MatMulOp op;
   bool accumulate = false;                 // y += W x: the residual add that consumed the product
   std::optional<engine::RmsNormOp> norm;   // input = rmsnorm(norm.in rows from norm.in_row_offset) * norm.weight
-  std::optional<engine::SwiGluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
+  std::optional<engine::GluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
 };
 
 // RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp.
@@ -205,8 +205,12 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
 void encode_gather_rows(OpEncoder& e, const engine::GatherRowsOp& op);
-void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op);
+void encode_glu(OpEncoder& e, const engine::GluOp& op);  // every GluKind (glu.comp)
 void encode_add(OpEncoder& e, const engine::AddOp& op);
+// Mixture of experts (op_moe.cpp).
+void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);
+void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op);
+void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.

@@ -52,6 +52,8 @@ public:
       OpRecord& r = rec(i);
       r.reads = engine::read_buffers(plan.ops[i]);
       r.writes = {writes(plan.ops[i])};
+      // written_buffer names one buffer; the router also writes its expert ids (read by the expert matmuls).
+      if (const auto* route = std::get_if<engine::MoeRouteOp>(&plan.ops[i].op)) r.writes.push_back(route->experts);
       if (const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op)) r.matmul.op = *mm;
     }
   }
@@ -61,7 +63,10 @@ public:
       if (rec(i).kind == OpRecord::Kind::absorbed) continue;
       const engine::OpVariant& op = plan_.ops[i].op;
       if (std::holds_alternative<engine::RmsNormOp>(op) && (fusions_ & kFuseNorm)) fuse_input(i);
-      if (std::holds_alternative<engine::SwiGluOp>(op) && (fusions_ & kFuseSwiglu)) fuse_input(i);
+      // Only SiLU's GLU is built into the matvec's input stage; the other activations stay ops.
+      if (const auto* glu = std::get_if<engine::GluOp>(&op);
+          glu && glu->kind == engine::GluKind::SiLU && (fusions_ & kFuseSwiglu))
+        fuse_input(i);
       if (std::holds_alternative<engine::RopeOp>(op) && (fusions_ & kFuseRopeKv)) fuse_rope_kv(i);
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);
     }
@@ -115,7 +120,7 @@ private:
   void fuse_input(size_t i) {
     const engine::PlanOp& op = plan_.ops[i];
     const auto* norm = std::get_if<engine::RmsNormOp>(&op.op);
-    const auto* swiglu = std::get_if<engine::SwiGluOp>(&op.op);
+    const auto* swiglu = std::get_if<engine::GluOp>(&op.op);
     const BufferId product = writes(op);
     if (plan_.buffers[size_t(product)].role != BufferRole::Scratch) return;
     std::vector<BufferId> sources;
@@ -164,8 +169,9 @@ private:
     if (!q || !k || !kw || q->n_tokens > kDecodeMaxTokens) return;
     if (q->x == k->x || q->positions != k->positions || q->n_tokens != k->n_tokens || q->head_dim != k->head_dim ||
         q->rope_dims != k->rope_dims || q->pairing != k->pairing || q->base != k->base ||
-        q->freq_scale != k->freq_scale || q->freq_factors != k->freq_factors)
-      return;
+        q->freq_scale != k->freq_scale || q->freq_factors != k->freq_factors || q->ext_factor != k->ext_factor ||
+        q->attn_factor != k->attn_factor || q->yarn_low != k->yarn_low || q->yarn_high != k->yarn_high)
+      return;  // one frequency table (YaRN's too: rope_inv_freq) for both
     // The cache rows come from kw->rows (the step's KvRows), the rotation angles from the positions.
     if (kw->src != k->x || kw->n_tokens != k->n_tokens || kw->width != k->n_heads * k->head_dim ||
         kw->cache == q->x || kw->cache == k->x || kw->cache == q->positions || kw->cache == kw->rows)

@@ -10,6 +10,9 @@
 // Every kernel reads the paged cache through the page table (engine/plan.h; tokens of several sequences may share a
 // step) and has a variant per cache type: *_kvf16 reads f16 caches (16-bit storage) and computes in f32, *_kvq8 reads
 // Q8_0 caches (engine/kv_q8.h; dequantized in f32, and rounded to f16 by attention_coopmat as f32 caches are).
+// Sliding windows (AttentionOp::window) and sinks are in every kernel (push constants window, has_sinks; the sinks
+// vector is each kernel's last binding): the key loops start at the window's first key, and a sink starts the
+// online softmax of split 0 as a virtual key of value 0, so the split merges count it once.
 #include <algorithm>
 
 #include "core/error.h"
@@ -54,14 +57,25 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
     float scale;
     uint32_t split_keys, page_size, pages_per_seq;
+    uint32_t window, has_sinks;
   };
   const Push push{to_u32(op.n_tokens, "tokens"),   to_u32(op.n_heads, "heads"),
                   to_u32(op.n_kv_heads, "kv heads"), to_u32(op.head_dim, "head dim"),
                   to_u32(op.head_dim_v, "head dim v"), op.scale,
                   0,                                  to_u32(op.page_size, "page size"),
-                  to_u32(op.pages_per_seq, "pages per sequence")};
+                  to_u32(op.pages_per_seq, "pages per sequence"),
+                  to_u32(op.window, "attention window"),
+                  op.sinks != engine::kNoWeight ? 1u : 0u};
   const BufferSpan q = e.buffer(op.q), k = e.buffer(op.k_cache), v = e.buffer(op.v_cache), pos = e.buffer(op.positions),
                    out = e.buffer(op.out), seq = e.buffer(op.seq), pages = e.buffer(op.page_table);
+  BufferSpan sinks = q;  // a stand-in when the op has none (every declared binding is bound)
+  if (op.sinks != engine::kNoWeight) {
+    const DeviceWeight& sw = e.weight(op.sinks);
+    GRETA_CHECK(sw.rows == 1 && sw.cols == op.n_heads, sw.name, ": attention sinks of ", sw.cols, " heads");
+    sinks = sw.vector.span();
+  }
+  const std::string extras = cat(op.window > 0 ? cat(", window ", op.window) : std::string(),
+                                 op.sinks != engine::kNoWeight ? ", sinks" : "");
   // attention_coopmat stages 32-key blocks that must lie on one page; attention_decode scores 4 keys on one page.
   const bool coopmat = e.f16_attention() && op.n_tokens >= 16 && !op.one_query_per_seq && op.head_dim == op.head_dim_v && op.page_size % 32 == 0 &&
                        op.head_dim % 16 == 0 && op.head_dim <= 128 && e.has_coopmat_f16() &&
@@ -83,8 +97,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     const uint64_t groups = uint64_t((op.n_tokens + 16 * warps - 1) / (16 * warps)) * uint64_t(op.n_heads);
     if (groups > e.info().max_workgroup_count[0])
       fail("vk: attention over ", op.n_tokens, " tokens needs too many workgroups");
-    e.dispatch(p, {q, k, v, pos, out, seq, pages}, as_push(push), {uint32_t(groups), 1, 1});
-    e.note_variant(cat("attention_coopmat_f16", cache_suffix, " (", warps, warps == 1 ? " subgroup)" : " subgroups)"));
+    e.dispatch(p, {q, k, v, pos, out, seq, pages, sinks}, as_push(push), {uint32_t(groups), 1, 1});
+    e.note_variant(cat("attention_coopmat_f16", cache_suffix, " (", warps, warps == 1 ? " subgroup" : " subgroups",
+                       extras, ")"));
     return;
   }
   const auto& p = e.pipeline(
@@ -99,8 +114,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   // (a batched decode step: each row's keys are its own sequence's, so a tile of queries would share nothing).
   if ((op.n_tokens > 4 && !op.one_query_per_seq) || n_splits < 2 || n_splits > e.info().max_workgroup_count[1]) {
     // `out` stands in for the partials
-    e.dispatch(p, {q, k, v, pos, out, out, seq, pages}, as_push(push), {groups, 1, 1});
-    e.note_variant(f32_name);
+    e.dispatch(p, {q, k, v, pos, out, out, seq, pages, sinks}, as_push(push), {groups, 1, 1});
+    e.note_variant(f32_name + (extras.empty() ? "" : cat(" (", extras.substr(2), ")")));
     return;
   }
   // attention_decode: subgroups walk keys on their own (see the shader), for head dims it covers.
@@ -144,16 +159,16 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
       // Only the splits that hold keys run: the backend writes their count before each step (a short context is
       // one or two splits, not 64 workgroups per row that find no keys).
       const BufferSpan groups = e.step_split_groups(rows, uint32_t(keys_per_split), uint32_t(splits));
-      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages}, as_push(split), groups,
+      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split), groups,
                           {rows, uint32_t(splits), 1});
       e.note_variant(cat(decode_name, " (up to ", splits, " key splits of ", keys_per_split,
-                         ", as many as hold keys, merged by the last", q8_out ? "; int8 output)" : ")"));
+                         ", as many as hold keys, merged by the last", q8_out ? "; int8 output" : "", extras, ")"));
       return;
     }
-    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages}, as_push(split),
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split),
                {rows, uint32_t(splits), 1});
   } else {
-    e.dispatch(p, {q, k, v, pos, out, partials, seq, pages}, as_push(split), {groups, uint32_t(splits), 1});
+    e.dispatch(p, {q, k, v, pos, out, partials, seq, pages, sinks}, as_push(split), {groups, uint32_t(splits), 1});
   }
   e.barrier();
   const struct { uint32_t rows, n_splits, head_dim_v; } combine{rows, uint32_t(splits), push.head_dim_v};
@@ -161,7 +176,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   e.dispatch(c, {partials, out}, as_push(combine),
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat(decode_kernel ? "attention_decode_f32" : "attention_f32", cache_suffix, " (", splits,
-                     " key splits of ", keys_per_split, ") + attention_combine_f32"));
+                     " key splits of ", keys_per_split, extras, ") + attention_combine_f32"));
 }
 
 }  // namespace greta::vk

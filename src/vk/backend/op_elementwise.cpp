@@ -1,14 +1,19 @@
-// The elementwise ops: SwiGLU, residual add, bias add. Grid-stride kernels over the flattened elements.
+// The elementwise ops: gated linear units (every GluKind, glu.comp), residual add, bias add. Grid-stride kernels over
+// the flattened elements.
 #include "vk/backend/encoder.h"
 
 namespace greta::vk {
 
-void encode_swiglu(OpEncoder& e, const engine::SwiGluOp& op) {
-  const struct { uint32_t count; } push{to_u32(op.elems, "swiglu elements")};
-  const auto& p = e.pipeline(ShaderId::swiglu_f32, {{0, kElementwiseWorkgroup}});
+void encode_glu(OpEncoder& e, const engine::GluOp& op) {
+  const struct {
+    uint32_t count;
+    float alpha, limit;  // SwiGluOai only
+  } push{to_u32(op.elems, "glu elements"), op.alpha, op.limit};
+  const uint32_t kind = uint32_t(op.kind);  // glu.comp's KIND: GluKind's order
+  const auto& p = e.pipeline(ShaderId::glu_f32, {{0, kElementwiseWorkgroup}, {1, kind}});
   e.dispatch(p, {e.buffer(op.gate), e.buffer(op.up), e.buffer(op.out)}, as_push(push),
              {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
-  e.note_variant("swiglu_f32");
+  e.note_variant(cat("glu_f32 (", engine::glu_kind_name(op.kind), ")"));
 }
 
 void encode_add(OpEncoder& e, const engine::AddOp& op) {

@@ -62,7 +62,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     x_row0 = to_u32(n.in_row_offset, "row offset");
     eps = n.eps;
   } else if (args.swiglu) {
-    const engine::SwiGluOp& s = *args.swiglu;
+    const engine::GluOp& s = *args.swiglu;
     GRETA_CHECK(s.out == op.in && s.elems == op.n_tokens * op.in_features, "swiglu fused into ", w.name);
     input = kInSwiglu;
     x = e.buffer(s.gate);

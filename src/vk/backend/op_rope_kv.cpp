@@ -10,7 +10,8 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   const engine::KvWriteOp& kw = a.k_write;
   GRETA_CHECK(q.positions == k.positions && q.n_tokens == k.n_tokens && q.head_dim == k.head_dim &&
                   q.rope_dims == k.rope_dims && q.pairing == k.pairing && q.base == k.base &&
-                  q.freq_scale == k.freq_scale && q.freq_factors == k.freq_factors,
+                  q.freq_scale == k.freq_scale && q.freq_factors == k.freq_factors && q.ext_factor == k.ext_factor &&
+                  q.attn_factor == k.attn_factor && q.yarn_low == k.yarn_low && q.yarn_high == k.yarn_high,
               "rope_q and rope_k differ");
   GRETA_CHECK(kw.src == k.x && kw.n_tokens == k.n_tokens && kw.width == k.n_heads * k.head_dim,
               "k_cache write does not match rope_k");

@@ -166,6 +166,8 @@ public:
   }
 
   std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override {
+    // The features of newer architectures this backend's kernels implement (engine::OpFeature): all of them.
+    engine::require_features(plan, engine::kAllOpFeatures, "vulkan");
     auto p = std::make_unique<VkPlan>(plan);
     p->spans.resize(plan.buffers.size());
     p->variants.resize(plan.ops.size());
@@ -286,6 +288,12 @@ public:
       engine::floats_from_elems(type, raw.data(), dst);
       return;
     }
+    if (type == engine::ElemType::I32) {  // ids (MoE experts) as floats, as the CPU backend reads them
+      std::vector<int32_t> ids(dst.size());
+      transfer_->download(s, ids.data(), s.size);
+      std::transform(ids.begin(), ids.end(), dst.begin(), [](int32_t v) { return float(v); });
+      return;
+    }
     if (buffer == p.plan().logits && p.logits_fresh) {
       const uint64_t at = uint64_t(offset) * 4;
       p.logits_readback->invalidate(at, dst.size_bytes());
@@ -305,6 +313,10 @@ public:
       std::vector<uint32_t> raw((s.size + 3) / 4);
       engine::elems_from_floats(type, src, raw.data());
       transfer_->upload(s, raw.data(), s.size);
+    } else if (type == engine::ElemType::I32) {  // ids (MoE experts; verify's resync) from floats
+      std::vector<int32_t> ids(src.size());
+      std::transform(src.begin(), src.end(), ids.begin(), [](float v) { return int32_t(v); });
+      transfer_->upload(s, ids.data(), s.size);
     } else {
       transfer_->upload(s, src.data(), src.size_bytes());
     }
@@ -397,9 +409,13 @@ private:
                 else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
                 else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
                 else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
-                else if constexpr (std::is_same_v<T, engine::SwiGluOp>) encode_swiglu(e, op);
+                else if constexpr (std::is_same_v<T, engine::GluOp>) encode_glu(e, op);
                 else if constexpr (std::is_same_v<T, engine::GatherRowsOp>) encode_gather_rows(e, op);
-                else encode_add(e, op);
+                else if constexpr (std::is_same_v<T, engine::AddOp>) encode_add(e, op);
+                else if constexpr (std::is_same_v<T, engine::MoeRouteOp>) encode_moe_route(e, op);
+                else if constexpr (std::is_same_v<T, engine::MoeMatMulOp>) encode_moe_matmul(e, op);
+                else if constexpr (std::is_same_v<T, engine::MoeCombineOp>) encode_moe_combine(e, op);
+                else static_assert(!sizeof(T), "an op kind without a Vulkan encoder");
               },
               ops[i].op);
         }

@@ -56,6 +56,15 @@ constexpr WeightVariants k_variants[] = {
     {G::Q6_K, S::embed_q6_k, S::matvec_q6_k, S::matmul_tiled_q6_k, S::matmul_coopmat_q6_k,
      S::matmul_coopmat_x16_q6_k,
      S::matvec_block_q6_k, S::matvec_q8_q6_k},
+    {G::IQ4_NL, S::embed_iq4_nl, S::matvec_iq4_nl, S::matmul_tiled_iq4_nl, S::matmul_coopmat_iq4_nl,
+     S::matmul_coopmat_x16_iq4_nl,
+     S::matvec_block_iq4_nl, S::matvec_q8_iq4_nl},
+    {G::IQ4_XS, S::embed_iq4_xs, S::matvec_iq4_xs, S::matmul_tiled_iq4_xs, S::matmul_coopmat_iq4_xs,
+     S::matmul_coopmat_x16_iq4_xs,
+     S::matvec_block_iq4_xs, S::matvec_q8_iq4_xs},
+    {G::MXFP4, S::embed_mxfp4, S::matvec_mxfp4, S::matmul_tiled_mxfp4, S::matmul_coopmat_mxfp4,
+     S::matmul_coopmat_x16_mxfp4,
+     S::matvec_block_mxfp4, S::matvec_q8_mxfp4},
 };
 
 }  // namespace

@@ -1,0 +1,33 @@
+#version 450
+// Gated linear units (engine::GluOp), elementwise: out[i] = act(gate[i]) * up[i], the activation chosen by KIND
+// (spec constant 1, engine::GluKind's order):
+//   0 SiLU       silu(g) * u, silu(g) = g / (1 + exp(-g))                                    (llama, qwen, phi3)
+//   1 GeluTanh   0.5 g (1 + tanh(sqrt(2/pi) g (1 + 0.044715 g^2))) * u                         (gemma3)
+//   2 SwiGluOai  x = min(g, limit), y = clamp(u, -limit, limit): x / (1 + exp(-alpha x)) * (y + 1)   (gpt-oss)
+// tanh is evaluated as sign(z) (1 - e^(-2|z|)) / (1 + e^(-2|z|)), which cannot overflow for large |z|.
+// Grid-stride loop. `out` may alias `gate`.
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint KIND = 0;
+layout(binding = 0) readonly buffer Gate { float gate[]; };
+layout(binding = 1) readonly buffer Up { float up[]; };
+layout(binding = 2) writeonly buffer Out { float y[]; };
+layout(push_constant) uniform Push { uint count; float alpha; float limit; } pc;
+
+float act(float g, float u) {
+  if (KIND == 1u) {
+    const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
+    const float e = exp(-2.0 * abs(z));
+    const float th = sign(z) * (1.0 - e) / (1.0 + e);
+    return 0.5 * g * (1.0 + th) * u;
+  }
+  if (KIND == 2u) {
+    const float x = min(g, pc.limit), v = clamp(u, -pc.limit, pc.limit);
+    return x / (1.0 + exp(-pc.alpha * x)) * (v + 1.0);
+  }
+  return g / (1.0 + exp(-g)) * u;
+}
+
+void main() {
+  const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += stride) y[i] = act(gate[i], up[i]);
+}
