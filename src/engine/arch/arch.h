@@ -1,7 +1,8 @@
 // Architectures: each file of this folder describes one (llama.cpp, qwen2.cpp, gemma3.cpp, ...): which tensors it
-// reads and how its forward pass is built from the pieces in blocks.h. Adding one = its file, a line in
-// registry.cpp, its metadata in model/model_config.cpp, and tests (docs/adding-an-architecture.md).
+// reads and which pieces of blocks.h its forward pass is built from. Adding one = its file, a line in
+// registry.cpp, its metadata in model/model_config.cpp, and tests (docs/engine.md, "Adding an architecture").
 #pragma once
+#include "engine/arch/blocks.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "model/model_config.h"
@@ -12,11 +13,11 @@ class GgufFile;
 
 namespace greta::engine::arch {
 
+// Every architecture so far is a decoder of the pieces in blocks.h, described by data: its tensors (map_decoder)
+// and its forward pass's choices (build_decoder). One that is not would add its own functions here.
 struct Architecture {
-  // Finds and checks the tensors (throws greta::Error naming a missing, misshapen or unexpected one).
-  ModelWeights (*map_weights)(const model::GgufFile& file, const model::ModelConfig& config);
-  // The forward pass for one step shape.
-  Plan (*build_plan)(const model::ModelConfig& config, const ModelWeights& weights, const PlanShape& shape);
+  DecoderTensors tensors;
+  DecoderParams params;
 };
 
 const Architecture& architecture(model::Arch arch);

@@ -300,12 +300,12 @@ Plan PlanBuilder::finish() {
 
 Plan build_decoder(const model::ModelConfig& c, const ModelWeights& w, const PlanShape& shape, const DecoderParams& p) {
   PlanBuilder b(c, w, shape);
-  b.embed(p.embed_scale);
+  b.embed(c.embed_scale);
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w.layers[size_t(l)];
     b.begin_layer(l);
     b.attention(L, b.attention_for_layer(l));
-    if (p.moe) b.moe_ffn(L, p.moe_params);
+    if (L.router != kNoWeight) b.moe_ffn(L, p.moe);
     else b.dense_ffn(L, p.glu);
   }
   return b.finish();

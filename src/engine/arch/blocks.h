@@ -119,13 +119,12 @@ private:
   BufferId k_cache_ = kNoBuffer, v_cache_ = kNoBuffer;
 };
 
-// The decoder every architecture here is: embed (times embed_scale), then per layer the attention block (rope,
-// window and scale from the config) and a dense GLU FFN or, with `moe`, the mixture of experts; then the head.
+// The decoder every architecture here is: embed (times the config's embed_scale), then per layer the attention
+// block (rope, window and scale from the config) and a dense GLU FFN, or the mixture of experts where the layer
+// has a router; then the head.
 struct DecoderParams {
-  float embed_scale = 1.f;
-  GluKind glu = GluKind::SiLU;
-  bool moe = false;
-  MoeParams moe_params;
+  GluKind glu = GluKind::SiLU;  // the dense FFN's
+  MoeParams moe;
 };
 Plan build_decoder(const model::ModelConfig& c, const ModelWeights& w, const PlanShape& shape, const DecoderParams& p);
 

@@ -2,22 +2,14 @@
 // (gate rows, then up rows), both used in place as row slices; NEOX rotary pairs; LongRoPE's long and short
 // frequency factors when the file has them. The file's sliding window is not applied, as llama.cpp does not.
 #include "engine/arch/arch.h"
-#include "engine/arch/blocks.h"
 
 namespace greta::engine::arch {
 
-namespace {
-
-ModelWeights map(const model::GgufFile& file, const model::ModelConfig& c) {
-  return map_decoder(file, c, {.attention = {.qkv_bias = Presence::None, .fused_qkv = true}, .ffn = {.fused_gate_up = true}, .longrope_factors = true});
-}
-
-Plan build(const model::ModelConfig& c, const ModelWeights& w, const PlanShape& shape) {
-  return build_decoder(c, w, shape, {});
-}
-
-}  // namespace
-
-const Architecture kPhi3{map, build};
+const Architecture kPhi3{
+    .tensors = {.attention = {.qkv_bias = Presence::None, .fused_qkv = true},
+                .ffn = {.fused_gate_up = true},
+                .longrope_factors = true},
+    .params = {},
+};
 
 }  // namespace greta::engine::arch

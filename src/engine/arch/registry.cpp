@@ -22,11 +22,11 @@ namespace greta::engine {
 
 // engine/model.h and engine/plan.h: the architecture's file does the work.
 ModelWeights map_weights(const model::GgufFile& file, const model::ModelConfig& config) {
-  return arch::architecture(config.arch).map_weights(file, config);
+  return arch::map_decoder(file, config, arch::architecture(config.arch).tensors);
 }
 
 Plan build_plan(const model::ModelConfig& config, const ModelWeights& weights, const PlanShape& shape) {
-  return arch::architecture(config.arch).build_plan(config, weights, shape);
+  return arch::build_decoder(config, weights, shape, arch::architecture(config.arch).params);
 }
 
 }  // namespace greta::engine
