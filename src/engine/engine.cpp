@@ -100,6 +100,11 @@ Engine::Engine(model::GgufFile file, model::ModelConfig config, model::Tokenizer
   options_.max_batch = std::min(options_.max_batch, ctx_);
   const int64_t initial = std::min(kInitialPoolPositions, ctx_) / kPageSize + 2;
   kv_ = KvCache(kPageSize, initial, sizing.max_pages);
+  // Sliding-window layers get their own pool when the window is shorter than the context (its budget is the main
+  // pool's: a sequence never holds more of its pages than of the main pool's).
+  bool any_swa = false;
+  for (int64_t l = 0; l < config_.n_layers; ++l) any_swa = any_swa || config_.layer_is_swa(l);
+  if (any_swa && config_.sliding_window < ctx_) kv_swa_.emplace(kPageSize, initial, sizing.max_pages);
 
   backend_->load_weights(weights_.table);
   last_logits_.assign(size_t(config_.vocab_size), 0.f);
@@ -129,11 +134,13 @@ int64_t Engine::bucket_for(int64_t n_tokens) const {
 }
 
 PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits, bool decode) {
-  if (prepared_pages_ != kv_.capacity()) {
-    // The pool grew: every plan addresses the old one. Drop them; the backend enlarges the pool buffers (contents
+  const int64_t swa_pages = kv_swa_ ? kv_swa_->capacity() : 0;
+  if (prepared_pages_ != kv_.capacity() || prepared_swa_pages_ != swa_pages) {
+    // A pool grew: every plan addresses the old one. Drop them; the backend enlarges the pool buffers (contents
     // kept) when the next plan declares them larger.
     plans_.clear();
     prepared_pages_ = kv_.capacity();
+    prepared_swa_pages_ = swa_pages;
   }
   const int64_t bucket = bucket_for(n_tokens);
   const PlanKey key{bucket, all_logits, decode && bucket > 1};
@@ -156,6 +163,7 @@ PreparedPlan& Engine::plan_for(int64_t n_tokens, bool all_logits, bool decode) {
   shape.kv.n_pages = kv_.capacity();
   shape.kv.pages_per_seq = kv_.pages_for(ctx_);
   shape.kv.type = options_.kv_type;
+  shape.kv.n_pages_swa = swa_pages;
   shape.decode = std::get<2>(key);
   const Plan plan = build_plan(config_, weights_, shape);
   CachedPlan& slot = plans_[key];
@@ -191,14 +199,28 @@ Engine::Sequence& Engine::adopt(SeqId id) {
 
 SeqId Engine::new_sequence() {
   const SeqId id = kv_.create();
+  if (kv_swa_) GRETA_CHECK(kv_swa_->create() == id, "the KV pools' sequence ids diverged");
   adopt(id);
+  return id;
+}
+
+bool Engine::swa_prefix_usable(SeqId seq, int64_t positions) const {
+  // A sequence continued after `positions` reads the window before it from the sliding-window pool.
+  return !kv_swa_ || positions == 0 || kv_swa_->kept_from(seq) <= std::max<int64_t>(0, positions - config_.sliding_window + 1);
+}
+
+SeqId Engine::fork_kv(SeqId src, int64_t positions) {
+  const SeqId id = kv_.fork(src, positions);
+  if (kv_swa_) GRETA_CHECK(kv_swa_->fork(src, positions) == id, "the KV pools' sequence ids diverged");
   return id;
 }
 
 SeqId Engine::fork_sequence(SeqId src) {
   // Share only what is in the cache, and never the last token: the fork's next step must produce its logits.
-  const int64_t shareable = std::min<int64_t>(kv_.length(src), int64_t(seq_at(src).tokens.size()) - 1);
-  const SeqId id = kv_.fork(src, std::max<int64_t>(shareable, 0));
+  int64_t shareable = std::max<int64_t>(0, std::min<int64_t>(kv_.length(src), int64_t(seq_at(src).tokens.size()) - 1));
+  shareable -= shareable % kPageSize;
+  if (!swa_prefix_usable(src, shareable)) shareable = 0;  // its window's pages are gone: recompute
+  const SeqId id = fork_kv(src, shareable);
   Sequence& fork = adopt(id);  // may move seqs_: src is looked up again
   fork.tokens = seqs_[size_t(src)].tokens;
   return id;
@@ -216,10 +238,10 @@ std::pair<SeqId, int64_t> Engine::new_sequence_with_prefix(std::span<const Token
     int64_t n = 0;
     while (n < limit && t[size_t(n)] == prompt[size_t(n)]) ++n;
     n -= n % kPageSize;
-    if (n > best_len) best = SeqId(i), best_len = n;
+    if (n > best_len && swa_prefix_usable(SeqId(i), n)) best = SeqId(i), best_len = n;
   }
   if (best < 0) return {new_sequence(), 0};
-  const SeqId id = kv_.fork(best, best_len);
+  const SeqId id = fork_kv(best, best_len);
   adopt(id).tokens.assign(prompt.begin(), prompt.begin() + best_len);
   return {id, best_len};
 }
@@ -227,6 +249,7 @@ std::pair<SeqId, int64_t> Engine::new_sequence_with_prefix(std::span<const Token
 void Engine::release_sequence(SeqId seq) {
   seq_at(seq).tokens.clear();
   kv_.release(seq);
+  if (kv_swa_) kv_swa_->release(seq);
   if (seq == default_seq_) {
     default_seq_ = -1;
     have_logits_ = false;
@@ -239,7 +262,12 @@ void Engine::truncate_sequence(SeqId seq, int64_t n) {
   Sequence& s = seq_at(seq);
   if (n < 0 || n > int64_t(s.tokens.size())) fail("truncate to ", n, " tokens: the sequence has ", s.tokens.size());
   s.tokens.resize(size_t(n));
-  kv_.truncate(seq, n);
+  int64_t kept = kv_.truncate(seq, n);
+  if (kv_swa_) {
+    // What follows position `kept` reads the window before it: without those pages, start over.
+    if (!swa_prefix_usable(seq, kept)) kept = kv_.truncate(seq, 0);
+    GRETA_CHECK(kv_swa_->truncate(seq, kept) == kept, "the KV pools disagree on a truncation");
+  }
   if (seq == default_seq_) have_logits_ = false;
 }
 
@@ -247,6 +275,7 @@ int64_t Engine::kv_positions_available() const { return kv_.available_pages() * 
 
 void Engine::reserve_kv(int64_t positions) {
   kv_.grow(kv_.used_pages() + 1 + kv_.pages_for(positions));
+  if (kv_swa_) kv_swa_->grow(kv_swa_->used_pages() + 1 + kv_swa_->pages_for(positions));
   plan_for(1, false);  // re-prepared for the pool's new size now, not in the first timed step
 }
 
@@ -298,6 +327,8 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
     const int64_t first = kv_.length(e.seq);
     s.tokens.insert(s.tokens.end(), e.tokens.begin(), e.tokens.end());
     GRETA_CHECK(kv_.extend(e.seq, int64_t(s.tokens.size())), "KV pages checked above");
+    // The sliding-window pool never holds more of a sequence's pages than the main one: it has room too.
+    if (kv_swa_) GRETA_CHECK(kv_swa_->extend(e.seq, int64_t(s.tokens.size())), "sliding-window KV pages");
     runs_.push_back({i, e.seq, first, int64_t(s.tokens.size()) - first});
     all_logits = all_logits || e.logits == LogitsWanted::All;
     if (e.logits == LogitsWanted::All) step_logits_.all_[i].resize(size_t(runs_.back().count * config_.vocab_size));
@@ -335,6 +366,10 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
     }
     run_pass(pass_, entries, all_logits);
   }
+  // The sliding-window layers will not read these sequences' positions before their windows again.
+  if (kv_swa_)
+    for (const StepEntry& e : entries)
+      kv_swa_->forget_before(e.seq, kv_.length(e.seq) - config_.sliding_window + 1);
   return step_logits_;
 }
 
@@ -357,6 +392,9 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
   a.seq.assign(size_t(bucket), int32_t(shape.n_seqs - 1));
   a.page_table.assign(size_t(shape.n_seqs * pps), 0);
   a.logit_rows.assign(gather ? size_t(shape.n_logit_rows) : 0, 0);
+  const bool swa_pool = shape.kv.n_pages_swa > 0;
+  a.kv_rows_swa.assign(swa_pool ? size_t(bucket) : 0, 0);
+  a.page_table_swa.assign(swa_pool ? size_t(shape.n_seqs * pps) : 0, 0);
   int64_t t = 0, logit_row = 0;
   bool decode_only = true;
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -364,12 +402,17 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
     const Sequence& s = seq_at(r.seq);
     const auto pages = kv_.pages(r.seq);
     std::copy(pages.begin(), pages.end(), a.page_table.begin() + ptrdiff_t(int64_t(i) * pps));
+    if (swa_pool) {
+      const auto swa_pages = kv_swa_->pages(r.seq);
+      std::copy(swa_pages.begin(), swa_pages.end(), a.page_table_swa.begin() + ptrdiff_t(int64_t(i) * pps));
+    }
     decode_only = decode_only && r.count == 1;
     for (int64_t k = 0; k < r.count; ++k, ++t) {
       const int64_t pos = r.first + k;
       a.tokens[size_t(t)] = s.tokens[size_t(pos)];
       a.positions[size_t(t)] = int32_t(pos);
       a.kv_rows[size_t(t)] = int32_t(kv_.row(r.seq, pos));
+      if (swa_pool) a.kv_rows_swa[size_t(t)] = int32_t(kv_swa_->row(r.seq, pos));
       a.seq[size_t(t)] = int32_t(i);
     }
     if (gather && r.first + r.count == int64_t(s.tokens.size()) && entries[r.entry].logits == LogitsWanted::Last)

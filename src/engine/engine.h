@@ -21,6 +21,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -135,6 +136,8 @@ public:
   int64_t context_size() const { return ctx_; }  // positions per sequence
   const EngineOptions& options() const { return options_; }
   const KvCache& kv_cache() const { return kv_; }
+  // The sliding-window layers' own pool (models with such layers; null otherwise).
+  const KvCache* swa_kv_cache() const { return kv_swa_ ? &*kv_swa_ : nullptr; }
   uint64_t kv_bytes_per_page() const;
 
   // --- sequences ----------------------------------------------------------------------------------------------
@@ -222,6 +225,9 @@ private:
   SeqId default_sequence();
   // Runs `runs` (at most max_seqs, at most max_batch tokens) as one forward pass and copies the logits out.
   void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits);
+  // Whether a sequence's sliding-window pool still holds the window before `positions` (always without that pool).
+  bool swa_prefix_usable(SeqId seq, int64_t positions) const;
+  SeqId fork_kv(SeqId src, int64_t positions);  // a fork in every pool
   void record_step(PreparedPlan& plan, int64_t n_tokens, Trace::Clock::time_point start, Trace::Clock::time_point end,
                    bool read_logits);
 
@@ -233,7 +239,11 @@ private:
   EngineOptions options_;
   int64_t ctx_ = 0;
   KvCache kv_;
-  int64_t prepared_pages_ = 0;      // the pool size the prepared plans were made for
+  // The sliding-window layers' pool, for models with such layers (gemma3, gpt-oss): the same sequences (ids kept
+  // equal by doing every create / fork / release / truncate on both), each giving up its pages before its window
+  // after every step, so it holds about a window of pages per sequence. Empty for other models.
+  std::optional<KvCache> kv_swa_;
+  int64_t prepared_pages_ = 0, prepared_swa_pages_ = 0;  // the pool sizes the prepared plans were made for
   std::vector<Sequence> seqs_;      // by SeqId (the KV cache's ids)
   SeqId default_seq_ = -1;
   std::vector<float> last_logits_;  // [vocab]: the default sequence's

@@ -38,6 +38,7 @@ SeqId KvCache::create() {
   Sequence& s = seqs_[size_t(id)];
   s.pages.clear();
   s.length = 0;
+  s.forgotten = 0;
   s.live = true;
   ++live_count_;
   return id;
@@ -50,14 +51,17 @@ SeqId KvCache::fork(SeqId src, int64_t positions) {
   const Sequence& from = at(src);
   Sequence& s = seqs_[size_t(id)];
   s.pages.assign(from.pages.begin(), from.pages.begin() + full);
-  for (int32_t p : s.pages) ++refs_[size_t(p)];
+  for (int32_t p : s.pages)
+    if (p > 0) ++refs_[size_t(p)];
+  s.forgotten = std::min(from.forgotten, full);
   s.length = full * page_size_;
   return id;
 }
 
 void KvCache::release(SeqId seq) {
   Sequence& s = at(seq);
-  for (int32_t p : s.pages) drop_page(p);
+  for (int32_t p : s.pages)
+    if (p > 0) drop_page(p);
   s.pages.clear();
   s.length = 0;
   s.live = false;
@@ -117,12 +121,25 @@ int64_t KvCache::truncate(SeqId seq, int64_t new_length) {
   // The page that position `keep` would be written to must be this sequence's alone.
   if (keep % page_size_ != 0 && refs_[size_t(s.pages[size_t(keep / page_size_)])] > 1) keep -= keep % page_size_;
   while (int64_t(s.pages.size()) > pages_for(keep)) {
-    drop_page(s.pages.back());
+    if (s.pages.back() > 0) drop_page(s.pages.back());
     s.pages.pop_back();
   }
+  s.forgotten = std::min(s.forgotten, int64_t(s.pages.size()));
   s.length = keep;
   return keep;
 }
+
+void KvCache::forget_before(SeqId seq, int64_t pos) {
+  Sequence& s = at(seq);
+  const int64_t end = std::min<int64_t>(std::max<int64_t>(pos, 0) / page_size_, int64_t(s.pages.size()));
+  for (int64_t i = s.forgotten; i < end; ++i) {
+    if (s.pages[size_t(i)] > 0) drop_page(s.pages[size_t(i)]);
+    s.pages[size_t(i)] = 0;
+  }
+  s.forgotten = std::max(s.forgotten, end);
+}
+
+int64_t KvCache::kept_from(SeqId seq) const { return at(seq).forgotten * page_size_; }
 
 int64_t KvCache::row(SeqId seq, int64_t pos) const {
   const Sequence& s = at(seq);

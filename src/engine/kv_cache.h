@@ -9,6 +9,10 @@
 // is the recomputation of fewer than page_size tokens instead of a device copy (vLLM's prefix caching shares only
 // full blocks for the same reason). truncate() that cuts into a shared page gives that page up the same way.
 //
+// Sliding windows: a pool used only by sliding-window layers lets a sequence give up the pages that lie wholly
+// before its window (forget_before): their page-list entries become 0 (the sink) and the pages go back to the free
+// list, so such a pool holds about a window of pages per sequence however long the sequences grow.
+//
 // Memory: the pool grows geometrically (capacity doubles, up to max_pages, the budget) as pages are used; the
 // engine re-prepares its plans when capacity() changes. The free list and the reference counts grow with the pool
 // (a few bytes a page); nothing here allocates per step otherwise.
@@ -53,6 +57,10 @@ public:
   // Grows the pool to at least `pages` (capped by the budget) now, instead of as pages are taken (benches that must
   // not re-prepare plans inside a timed run).
   void grow(int64_t pages);
+  // Gives up the sequence's pages that hold only positions before `pos` (their entries become 0); the length stays.
+  void forget_before(SeqId seq, int64_t pos);
+  // Positions from which on the sequence still has its pages (a multiple of page_size; 0 when nothing was given up).
+  int64_t kept_from(SeqId seq) const;
   // The pool row of position `pos` of a sequence (pos < length).
   int64_t row(SeqId seq, int64_t pos) const;
   int32_t page_refs(int32_t page) const { return refs_[size_t(page)]; }
@@ -61,6 +69,7 @@ private:
   struct Sequence {
     std::vector<int32_t> pages;
     int64_t length = 0;
+    int64_t forgotten = 0;  // leading entries given up (0)
     bool live = false;
   };
   Sequence& at(SeqId seq);

@@ -62,6 +62,9 @@ enum class BufferRole {
   SeqIndex,    // [n_tokens] each token's row of the page table
   PageTable,   // [n_seqs, pages_per_seq] page ids of the step's sequences
   LogitRows,   // [n_logit_rows] the tokens whose logits the step returns (only when n_logit_rows < n_tokens)
+  // The sliding-window layers' own pool (KvLayout::n_pages_swa > 0), addressed as the others are:
+  KvRowsSwa,   // [n_tokens] the row each token's K and V go to in that pool
+  PageTableSwa,  // [n_seqs, pages_per_seq] its page ids (0 for pages a sequence gave up, before its window)
 };
 inline bool is_step_input(BufferRole role) {
   switch (role) {
@@ -70,7 +73,9 @@ inline bool is_step_input(BufferRole role) {
     case BufferRole::KvRows:
     case BufferRole::SeqIndex:
     case BufferRole::PageTable:
-    case BufferRole::LogitRows: return true;
+    case BufferRole::LogitRows:
+    case BufferRole::KvRowsSwa:
+    case BufferRole::PageTableSwa: return true;
     case BufferRole::Scratch:
     case BufferRole::Persistent:
     case BufferRole::Logits: return false;
@@ -282,7 +287,12 @@ struct KvLayout {
   int64_t n_pages = 0;         // pages in every layer's pool, the padding sink (page 0) included
   int64_t pages_per_seq = 0;   // page-table width: ceil(the context per sequence / page_size)
   ElemType type = ElemType::F16;
+  // > 0: the sliding-window layers have their own pool of this many pages (the sink included), its own page table
+  // and KV rows (the *Swa step inputs); the engine gives up its pages before each sequence's window. 0: every
+  // layer uses the one pool.
+  int64_t n_pages_swa = 0;
   int64_t cache_rows() const { return n_pages * page_size; }
+  int64_t swa_cache_rows() const { return n_pages_swa * page_size; }
 };
 
 // What one plan computes.
@@ -317,6 +327,7 @@ struct Plan {
 // position 0). Backends copy the spans into their buffers; they do not interpret them beyond what the ops define.
 struct StepInput {
   std::span<const int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
+  std::span<const int32_t> kv_rows_swa, page_table_swa;
   std::span<const int32_t> for_role(BufferRole role) const {
     switch (role) {
       case BufferRole::Tokens: return tokens;
@@ -325,6 +336,8 @@ struct StepInput {
       case BufferRole::SeqIndex: return seq;
       case BufferRole::PageTable: return page_table;
       case BufferRole::LogitRows: return logit_rows;
+      case BufferRole::KvRowsSwa: return kv_rows_swa;
+      case BufferRole::PageTableSwa: return page_table_swa;
       case BufferRole::Scratch:
       case BufferRole::Persistent:
       case BufferRole::Logits: return {};
@@ -338,7 +351,10 @@ struct StepInput {
 // Owned step arrays, viewed as a StepInput.
 struct StepArrays {
   std::vector<int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
-  StepInput view() const { return {tokens, positions, kv_rows, seq, page_table, logit_rows}; }
+  std::vector<int32_t> kv_rows_swa, page_table_swa;
+  StepInput view() const {
+    return {tokens, positions, kv_rows, seq, page_table, logit_rows, kv_rows_swa, page_table_swa};
+  }
 };
 
 // A step of one sequence (page-table row 0) whose position p lives on page 1 + p / page_size: `tokens` at positions

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <cmath>
 #include <string>
 
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/plan.h"
 #include "model/synth.h"
@@ -181,4 +183,58 @@ TEST_CASE("architectures: synth writes every architecture at odd shapes, and eac
     CHECK(*std::max_element(logits.begin(), logits.end()) > *std::min_element(logits.begin(), logits.end()));
     std::filesystem::remove(path);
   }
+}
+
+TEST_CASE("sliding-window pool: the window's pages only, and the same logits as the whole context; forks and "
+          "truncations past given-up pages recompute") {
+  // gemma3's fixture: window 8, five of six layers sliding. 150 decode steps after a 5-token prompt.
+  const std::string path = test::shared_path("next/models/synth-gemma3-d128-q8_0.gguf");
+  engine::Engine e = engine::Engine::open(path, std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{2}),
+                                          {.ctx = 256, .max_batch = 64});
+  REQUIRE(e.swa_kv_cache() != nullptr);
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378};
+  std::vector<std::vector<float>> step_logits;
+  std::span<const float> logits = e.prefill(tokens);
+  for (int i = 0; i < 150; ++i) {
+    step_logits.emplace_back(logits.begin(), logits.end());
+    const int32_t next = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    tokens.push_back(next);
+    logits = e.decode(next);
+  }
+  step_logits.emplace_back(logits.begin(), logits.end());
+  const engine::KvCache& main = e.kv_cache();
+  const engine::KvCache& swa = *e.swa_kv_cache();
+  CHECK(main.used_pages() == main.pages_for(int64_t(tokens.size())));  // 155 positions: 5 pages
+  CHECK(swa.used_pages() <= 2);  // the page of the last 8 positions (and the one before, across a boundary)
+
+  // The whole sequence in one step of one pool (PlanShape::single: no sliding-window pool) on a fresh backend.
+  cpu::CpuBackend cpu({.threads = 2});
+  cpu.load_weights(e.weights().table);
+  const engine::Plan plan =
+      engine::build_plan(e.config(), e.weights(), engine::PlanShape::single(int64_t(tokens.size()), 256, true));
+  auto prepared = cpu.prepare(plan);
+  cpu.execute(*prepared, engine::single_sequence_step(plan, tokens, 0).view());
+  const int64_t vocab = e.config().vocab_size;
+  std::vector<float> all(size_t(int64_t(tokens.size()) * vocab));
+  cpu.read(*prepared, plan.logits, 0, all);
+  for (size_t s = 0; s < step_logits.size(); ++s) {
+    CAPTURE(s);
+    const size_t row = 4 + s;  // the logits after token 4 + s
+    REQUIRE(std::equal(step_logits[s].begin(), step_logits[s].end(), all.begin() + int64_t(row) * vocab));
+  }
+
+  // A truncation into the given-up pages recomputes from the start; its logits are still the whole context's.
+  const engine::SeqId seq = e.new_sequence();
+  std::vector<engine::StepEntry> entry = {{seq, tokens, engine::LogitsWanted::Last}};
+  e.step(entry);
+  CHECK(swa.kept_from(seq) > 0);
+  e.truncate_sequence(seq, 100);
+  CHECK(main.length(seq) == 0);  // position 100 needs 93..99 from the sliding pool: gone, so start over
+  const std::vector<int32_t> one = {tokens[100]};
+  const engine::StepLogits& again = e.step({{seq, one, engine::LogitsWanted::Last}});
+  REQUIRE(std::equal(again.row(0).begin(), again.row(0).end(), all.begin() + 100 * vocab));
+  // A fork shares nothing it could not continue from.
+  const engine::SeqId fork = e.fork_sequence(seq);
+  CHECK(main.length(fork) % main.page_size() == 0);
+  CHECK(swa.kept_from(fork) <= std::max<int64_t>(0, main.length(fork) - e.config().sliding_window + 1));
 }

@@ -41,7 +41,8 @@ void check_pool_empty(const KvCache& kv) {
 
 }  // namespace
 
-TEST_CASE("kv cache: 1000 sequences of churn (start, grow, fork, truncate, finish) leave the pool as it started") {
+TEST_CASE("kv cache: 1000 sequences of churn (start, grow, fork, truncate, forget, finish) leave the pool as it "
+          "started") {
   KvCache kv(4, 3, 200);
   std::mt19937 rng(11);
   std::vector<SeqId> live;
@@ -63,6 +64,12 @@ TEST_CASE("kv cache: 1000 sequences of churn (start, grow, fork, truncate, finis
       const SeqId s = live[rng() % live.size()];
       const int64_t kept = kv.truncate(s, int64_t(rng() % uint32_t(kv.length(s) + 1)));
       CHECK(kept == kv.length(s));
+    } else if (action < 9 && (rng() & 1)) {  // a sliding window moves on: give up the pages before it
+      const SeqId s = live[rng() % live.size()];
+      const int64_t before = int64_t(rng() % uint32_t(kv.length(s) + 1));
+      kv.forget_before(s, before);
+      CHECK(kv.kept_from(s) >= before - before % 4);
+      for (int64_t p = 0; p < kv.kept_from(s) / 4; ++p) CHECK(kv.pages(s)[size_t(p)] == 0);
     } else {  // finish one
       const size_t at = rng() % live.size();
       kv.release(live[at]);

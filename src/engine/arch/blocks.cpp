@@ -158,6 +158,12 @@ PlanBuilder::PlanBuilder(const model::ModelConfig& c, const ModelWeights& w, con
   kv_rows_ = plan_.add_buffer("inp_kv_rows", ElemType::I32, BufferRole::KvRows, n);
   seq_ = plan_.add_buffer("inp_seq", ElemType::I32, BufferRole::SeqIndex, n);
   pages_ = plan_.add_buffer("inp_pages", ElemType::I32, BufferRole::PageTable, shape.n_seqs * kv.pages_per_seq);
+  if (kv.n_pages_swa > 0) {
+    if (kv.n_pages_swa < 2) fail("plan: a sliding-window pool of ", kv.n_pages_swa, " pages");
+    kv_rows_swa_ = plan_.add_buffer("inp_kv_rows_swa", ElemType::I32, BufferRole::KvRowsSwa, n);
+    pages_swa_ =
+        plan_.add_buffer("inp_pages_swa", ElemType::I32, BufferRole::PageTableSwa, shape.n_seqs * kv.pages_per_seq);
+  }
   if (shape.n_logit_rows < n)
     logit_rows_ = plan_.add_buffer("inp_logit_rows", ElemType::I32, BufferRole::LogitRows, shape.n_logit_rows);
   x_ = scratch("x", n * c.dim);
@@ -214,7 +220,11 @@ void PlanBuilder::begin_layer(int64_t l) {
   layer_ = int(l);
   prefix_ = cat("blk.", l, ".");
   const KvLayout& kv = plan_.shape.kv;
-  const int64_t rows = kv.cache_rows();
+  const bool own_pool = kv.n_pages_swa > 0 && c_.layer_is_swa(l);
+  const int64_t rows = own_pool ? kv.swa_cache_rows() : kv.cache_rows();
+  layer_cache_rows_ = rows;
+  layer_kv_rows_ = own_pool ? kv_rows_swa_ : kv_rows_;
+  layer_pages_ = own_pool ? pages_swa_ : pages_;
   k_cache_ = plan_.add_buffer(cat(prefix_, "k_cache"), kv.type, BufferRole::Persistent, rows * c_.n_kv_heads * c_.head_dim);
   v_cache_ =
       plan_.add_buffer(cat(prefix_, "v_cache"), kv.type, BufferRole::Persistent, rows * c_.n_kv_heads * c_.head_dim_v);
@@ -242,11 +252,11 @@ void PlanBuilder::attention(const LayerWeights& L, const AttentionParams& p) {
   for (const auto& [label, buf, heads] : {std::tuple{"rope_q", q, c_.n_heads}, std::tuple{"rope_k", k, c_.n_kv_heads}})
     op(label, RopeOp{buf, plan_.positions, n, heads, c_.head_dim, rope_dims, c_.rope_pairing, r.base, r.scale,
                      r.freq_factors, r.ext_factor, r.attn_factor, r.yarn_low, r.yarn_high});
-  op("k_cache", KvWriteOp{k, k_cache_, kv_rows_, n, kv_dim, shape.kv.cache_rows()});
-  op("v_cache", KvWriteOp{v, v_cache_, kv_rows_, n, v_dim, shape.kv.cache_rows()});
-  op("attn", AttentionOp{q, k_cache_, v_cache_, plan_.positions, seq_, pages_, att, n, c_.n_heads, c_.n_kv_heads,
-                         c_.head_dim, c_.head_dim_v, shape.n_seqs, shape.kv.page_size, shape.kv.pages_per_seq,
-                         shape.kv.cache_rows(), p.scale, shape.decode, p.window, L.attn_sinks});
+  op("k_cache", KvWriteOp{k, k_cache_, layer_kv_rows_, n, kv_dim, layer_cache_rows_});
+  op("v_cache", KvWriteOp{v, v_cache_, layer_kv_rows_, n, v_dim, layer_cache_rows_});
+  op("attn", AttentionOp{q, k_cache_, v_cache_, plan_.positions, seq_, layer_pages_, att, n, c_.n_heads,
+                         c_.n_kv_heads, c_.head_dim, c_.head_dim_v, shape.n_seqs, shape.kv.page_size,
+                         shape.kv.pages_per_seq, layer_cache_rows_, p.scale, shape.decode, p.window, L.attn_sinks});
   op("attn_output", MatMulOp{att, xb_, L.wo, n, att_dim, dim});
   if (L.bo != kNoWeight) op("attn_output.bias", AddBiasOp{xb_, L.bo, n, dim});
   if (L.attn_post_norm != kNoWeight)

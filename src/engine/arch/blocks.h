@@ -92,7 +92,9 @@ public:
   AttentionParams attention_for_layer(int64_t l) const;
 
   void embed(float scale);                       // x = scale * token_embd[tokens]
-  void begin_layer(int64_t l);                   // labels "blk.l.*" and the layer's KV caches
+  // Labels "blk.l.*" and the layer's KV caches: in the sliding-window pool for a sliding-window layer when the
+  // layout has one, else in the shared pool.
+  void begin_layer(int64_t l);
   // x += post_norm(wo . attention(rope(qk_norm(norm(x) . wq + bq)), ...) + bo): every optional weight of
   // LayerWeights that is present takes part.
   void attention(const LayerWeights& L, const AttentionParams& p);
@@ -116,7 +118,10 @@ private:
   std::string prefix_;
   BufferId kv_rows_ = kNoBuffer, seq_ = kNoBuffer, pages_ = kNoBuffer, logit_rows_ = kNoBuffer;
   BufferId x_ = kNoBuffer, xb_ = kNoBuffer;  // residual stream; normed input / sublayer output
-  BufferId k_cache_ = kNoBuffer, v_cache_ = kNoBuffer;
+  BufferId kv_rows_swa_ = kNoBuffer, pages_swa_ = kNoBuffer;  // the sliding-window pool's (KvLayout::n_pages_swa)
+  // The current layer's caches and how they are addressed (its pool's rows, KV rows and page table).
+  BufferId k_cache_ = kNoBuffer, v_cache_ = kNoBuffer, layer_kv_rows_ = kNoBuffer, layer_pages_ = kNoBuffer;
+  int64_t layer_cache_rows_ = 0;
 };
 
 // The decoder every architecture here is: embed (times the config's embed_scale), then per layer the attention
