@@ -56,6 +56,10 @@ class Server:
                 pass
             check(time.monotonic() < deadline, "the server was not ready within %d s" % ready_timeout)
             time.sleep(0.05)
+        # The line is written before /health turns 200; the reader thread may take a moment to drain the pipe.
+        line_deadline = time.monotonic() + 5
+        while not any("ready:" in line for line in self.log) and time.monotonic() < line_deadline:
+            time.sleep(0.02)
         check(any("ready:" in line for line in self.log), "/health is 200 but no 'ready' line was printed")
 
     def _read_stderr(self):

@@ -127,11 +127,12 @@ int cmd_serve(int argc, char** argv) {
                                   engine::EngineOptions{.ctx = ctx, .max_seqs = o.parallel, .kv_type = kv_type_from(args)});
   const auto template_text = loaded.engine.file().get_string("tokenizer.chat_template");
   const model::ChatTemplate tmpl = forced ? *forced : model::ChatTemplate::detect(template_text.value_or(""));
-  server.attach(loaded.engine, tmpl);
+  // The ready line first, then /health turns 200: a supervisor that sees the one can count on the other.
   std::fprintf(stderr, "greta-vk serve: ready: model '%s', chat template %s, %lld sequences in parallel, "
                        "context %lld per sequence%s\n",
                o.model_alias.c_str(), tmpl.name().c_str(), static_cast<long long>(o.parallel),
                static_cast<long long>(loaded.engine.context_size()), o.api_keys.empty() ? "" : ", API key required");
+  server.attach(loaded.engine, tmpl);
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
