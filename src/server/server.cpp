@@ -31,13 +31,16 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Shuts down every connection accepted on `port` that is still open (idle keep-alive connections, clients that stopped
-// reading). httplib 0.11's Server::stop() closes only the listening socket and then joins its workers, and a worker
-// waits out the keep-alive timeout (5 s) on an idle connection, or the write timeout on a stalled one, before it looks
-// at the server again: SIGTERM would take that much longer than --shutdown-timeout.
-void shutdown_connections(int port) {
+// The sockets of this process on local `port`: the listening one and the connections accepted on it. httplib 0.11
+// keeps its sockets to itself, so they are found through /proc/self/fd.
+struct PortSocket {
+  int fd;
+  bool listening;
+};
+std::vector<PortSocket> sockets_on_port(int port) {
+  std::vector<PortSocket> out;
   DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return;
+  if (!dir) return out;
   std::vector<int> fds;
   while (const dirent* e = readdir(dir)) {
     char* end = nullptr;
@@ -48,16 +51,36 @@ void shutdown_connections(int port) {
   for (int fd : fds) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
-    sockaddr_storage local{}, peer{};
-    socklen_t local_size = sizeof local, peer_size = sizeof peer;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0 ||
-        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) != 0)  // the listening socket has no peer
-      continue;
+    sockaddr_storage local{};
+    socklen_t local_size = sizeof local;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_size) != 0) continue;
     const int local_port = local.ss_family == AF_INET    ? ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port)
                            : local.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port)
                                                          : -1;
-    if (local_port == port) ::shutdown(fd, SHUT_RDWR);
+    if (local_port != port) continue;
+    int accepting = 0;
+    socklen_t size = sizeof accepting;
+    const bool listening = getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &size) == 0 && accepting != 0;
+    out.push_back({fd, listening});
   }
+  return out;
+}
+
+// httplib 0.11 listens with a backlog of 5: a burst of clients (32 streams opened at once in the tests, many users
+// after an outage in production) overflows it and the kernel answers some with resets. Listening again on the same
+// socket widens the queue to the system's limit.
+void widen_listen_backlog(int port) {
+  for (const PortSocket& s : sockets_on_port(port))
+    if (s.listening) ::listen(s.fd, SOMAXCONN);
+}
+
+// Shuts down every connection accepted on `port` that is still open (idle keep-alive connections, clients that stopped
+// reading). httplib 0.11's Server::stop() closes only the listening socket and then joins its workers, and a worker
+// waits out the keep-alive timeout (5 s) on an idle connection, or the write timeout on a stalled one, before it looks
+// at the server again: SIGTERM would take that much longer than --shutdown-timeout.
+void shutdown_connections(int port) {
+  for (const PortSocket& s : sockets_on_port(port))
+    if (!s.listening) ::shutdown(s.fd, SHUT_RDWR);
 }
 
 }  // namespace
@@ -364,6 +387,7 @@ int Server::bind() {
   if (port == 0) port = impl_->http.bind_to_any_port(o.host);
   else if (!impl_->http.bind_to_port(o.host, port)) port = -1;
   if (port < 0) fail("cannot listen on ", o.host, ":", o.port, " (in use, or not an address of this machine)");
+  widen_listen_backlog(port);
   impl_->bound_port = port;
   return port;
 }
