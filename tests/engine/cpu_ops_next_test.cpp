@@ -15,33 +15,20 @@
 #include "cpu/ops.h"
 #include "model/quants.h"
 #include "test_util.h"
+#include "thread_counts.h"
 
 using namespace greta;
 using namespace greta::cpu;
 using greta::test::random_floats;
+using greta::test::run_all_thread_counts;
 
-namespace {
-
-template <class Kernel>
-std::vector<float> same_for_every_thread_count(Kernel kernel) {
-  std::vector<float> first;
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<float> out = kernel(pool);
-    if (first.empty()) first = out;
-    else CHECK_MESSAGE(std::memcmp(first.data(), out.data(), out.size() * sizeof(float)) == 0, threads, " threads");
-  }
-  return first;
-}
-
-}  // namespace
 
 TEST_CASE("glu: SiLU, GELU(tanh) and gpt-oss's clamped SwiGLU vs their formulas, values past the clamp included") {
   const int64_t n = 1031;
   const auto g = random_floats(size_t(n), 7, -12.f, 12.f), u = random_floats(size_t(n), 8, -12.f, 12.f);
   for (engine::GluKind kind : {engine::GluKind::SiLU, engine::GluKind::GeluTanh, engine::GluKind::SwiGluOai}) {
     CAPTURE(engine::glu_kind_name(kind));
-    const auto out = same_for_every_thread_count([&](ThreadPool& pool) {
+    const auto out = run_all_thread_counts([&](ThreadPool& pool) {
       std::vector<float> o(static_cast<size_t>(n));
       glu(pool, kind, g.data(), u.data(), o.data(), n, 1.702f, 7.f);
       return o;
@@ -78,7 +65,7 @@ TEST_CASE("attention: a sliding window and sinks vs a masked-softmax reference w
     for (bool with_sinks : {false, true}) {
       CAPTURE(window);
       CAPTURE(with_sinks);
-      const auto out = same_for_every_thread_count([&](ThreadPool& pool) {
+      const auto out = run_all_thread_counts([&](ThreadPool& pool) {
         std::vector<float> o(static_cast<size_t>(n_tokens * n_heads * hdv));
         AttentionArgs a{q.data(), {const_cast<float*>(kc.data()), engine::ElemType::F32, rows},
                         {const_cast<float*>(vc.data()), engine::ElemType::F32, rows}, positions.data(), seq.data(),
@@ -120,7 +107,7 @@ TEST_CASE("rope: YaRN blends scaled and unscaled angles by the ramp and scales t
   const std::vector<int32_t> positions = {0, 5, 1000};
   const auto x = random_floats(size_t(n_tokens * n_heads * head_dim), 31, -1.f, 1.f);
   const float base = 150000.f, freq_scale = 1.f / 32, low = 1.f, high = 4.f, attn_factor = 0.9f;
-  const auto out = same_for_every_thread_count([&](ThreadPool& pool) {
+  const auto out = run_all_thread_counts([&](ThreadPool& pool) {
     std::vector<float> o = x;
     rope(pool, o.data(), positions.data(), n_tokens, n_heads, head_dim, rope_dims, model::RopePairing::NeoxHalves,
          base, freq_scale, nullptr, RopeYarn{1.f, attn_factor, low, high});
@@ -195,7 +182,7 @@ TEST_CASE("moe_matmul and moe_combine: each slot is its expert's rows times its 
         CAPTURE(per_slot);
         CAPTURE(with_bias);
         const auto in = random_floats(size_t(n_tokens * (per_slot ? k : 1) * in_f), 54);
-        const auto out = same_for_every_thread_count([&](ThreadPool& pool) {
+        const auto out = run_all_thread_counts([&](ThreadPool& pool) {
           std::vector<float> o(static_cast<size_t>(n_tokens * k * out_f));
           const WeightView w{type, bytes.data(), E * out_f, in_f, rb};
           const WeightView b{model::GgmlType::F32, reinterpret_cast<const uint8_t*>(bias.data()), E, out_f,

@@ -15,11 +15,13 @@
 #include "core/thread_pool.h"
 #include "model/quants.h"
 #include "test_util.h"
+#include "thread_counts.h"
 
 using namespace greta;
 using namespace greta::cpu;
 using greta::model::GgmlType;
 using greta::test::random_floats;
+using greta::test::run_all_thread_counts;
 
 namespace {
 
@@ -48,18 +50,6 @@ bool bit_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Runs `kernel(pool)` with 1, 2 and 3 threads and checks the outputs are bit-identical; returns the 1-thread result.
-template <class Kernel>
-std::vector<float> run_all_thread_counts(Kernel kernel) {
-  std::vector<float> first;
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<float> out = kernel(pool);
-    if (first.empty()) first = out;
-    else CHECK_MESSAGE(bit_equal(first, out), "thread count ", threads, " changed the result");
-  }
-  return first;
-}
 
 }  // namespace
 
