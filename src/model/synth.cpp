@@ -28,6 +28,7 @@ struct PlannedTensor {
 };
 
 constexpr size_t k_chunk_bytes = size_t(32) << 20;  // output bytes generated per parallel step
+constexpr size_t k_repeated_chunk_bytes = size_t(4) << 20;  // with repeat_first_chunk: the part of a tensor generated
 constexpr float k_weight_std = 0.02f;
 
 uint64_t splitmix64(uint64_t x) {
@@ -304,9 +305,17 @@ SynthSummary synthesize_model(const std::string& out_path, const SynthOptions& o
     uint64_t rows = 1;
     for (size_t d = 1; d < t.dims.size(); ++d) rows *= t.dims[d];  // 3-D expert tensors: every expert's rows
     const uint64_t rb = row_bytes(t.type, row_len);
-    const uint64_t rows_per_chunk = std::max<uint64_t>(1, k_chunk_bytes / rb);
+    const uint64_t rows_per_chunk =
+        std::max<uint64_t>(1, (o.repeat_first_chunk ? k_repeated_chunk_bytes : k_chunk_bytes) / rb);
     for (uint64_t r0 = 0; r0 < rows; r0 += rows_per_chunk) {
       const uint64_t nr = std::min(rows_per_chunk, rows - r0);
+      if (o.repeat_first_chunk && r0 > 0) {  // the first chunk, still in `chunk`, is written again (cut at the end)
+        stop_if_asked();
+        out.write(chunk.data(), nr * rb);
+        done += nr * rb;
+        if (o.progress) o.progress(done, total);
+        continue;
+      }
       chunk.resize(nr * rb);
       std::exception_ptr worker_error;
       std::mutex error_mutex;

@@ -37,6 +37,10 @@ struct SynthOptions {
   std::string vocab_from;      // GGUF (or .gguf.xz) whose tokenizer.* metadata is copied; vocab = its token count
   std::string name;            // general.name; empty: "synth-ARCH-dDIM"
   int threads = 0;             // 0: all hardware threads
+  // Speed benchmarks of large shapes: each tensor's first chunk of rows (4 MiB) is generated and quantized, then
+  // repeated to the tensor's end. The file's size, types and layout are those of a full synth; its values are periodic
+  // (experts beyond the first chunk copy earlier ones). A 30 B-parameter Q4_K_M file takes seconds instead of minutes.
+  bool repeat_first_chunk = false;
   std::function<void(uint64_t done_bytes, uint64_t total_bytes)> progress;  // optional, called between chunks
   // Optional, asked between rows (from the generator threads too): true stops the run, removes the partial file and
   // throws greta::Error. A Ctrl-C in `greta-vk synth` comes this way.

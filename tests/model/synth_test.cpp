@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -136,6 +137,44 @@ TEST_CASE("synth: deterministic across thread counts, seed-dependent") {
   CHECK(a.size() == c.size());
   CHECK(a != c);
   for (auto n : {"a.gguf", "b.gguf", "c.gguf"}) std::filesystem::remove(temp_path(n));
+}
+
+TEST_CASE("synth: --repeat-chunk keeps the full file's layout and first chunk, then repeats that chunk") {
+  // 24 experts x 512 rows x 256 f16 columns: 6 MiB per expert tensor, so its rows past the first 4 MiB (8192 rows of
+  // 512 bytes) are repeats.
+  SynthOptions o = small_options();
+  o.arch = "qwen3moe";
+  o.n_layers = 1;
+  o.n_experts = 24;
+  o.n_experts_used = 4;
+  parse_synth_type("f16", o);
+  const SynthSummary full = synthesize_model(temp_path("full.gguf"), o);
+  o.repeat_first_chunk = true;
+  const SynthSummary fast = synthesize_model(temp_path("fast.gguf"), o);
+  CHECK(fast.file_bytes == full.file_bytes);
+  CHECK(fast.n_params == full.n_params);
+  {
+    GgufFile a = GgufFile::open(temp_path("full.gguf")), b = GgufFile::open(temp_path("fast.gguf"));
+    REQUIRE(a.tensors().size() == b.tensors().size());
+    for (size_t i = 0; i < a.tensors().size(); ++i) {
+      const GgufTensor &ta = a.tensors()[i], &tb = b.tensors()[i];
+      CHECK(ta.name == tb.name);
+      CHECK(ta.dims == tb.dims);
+      CHECK(ta.type == tb.type);
+      CHECK(ta.offset == tb.offset);
+    }
+    const GgufTensor* ea = a.find_tensor("blk.0.ffn_up_exps.weight");
+    const GgufTensor* eb = b.find_tensor("blk.0.ffn_up_exps.weight");
+    REQUIRE(ea != nullptr);
+    REQUIRE(eb != nullptr);
+    const uint64_t chunk = uint64_t(4) << 20;
+    REQUIRE(eb->n_bytes > chunk);
+    CHECK(std::memcmp(ea->data, eb->data, chunk) == 0);                  // the first chunk as a full synth writes it
+    CHECK(std::memcmp(eb->data + chunk, eb->data, eb->n_bytes - chunk) == 0);  // then repeated
+    CHECK(std::memcmp(ea->data + chunk, eb->data + chunk, eb->n_bytes - chunk) != 0);  // where the full one goes on
+  }
+  std::filesystem::remove(temp_path("full.gguf"));
+  std::filesystem::remove(temp_path("fast.gguf"));
 }
 
 TEST_CASE("synth: qwen2 / qwen3 / q4_k_m mix / tied / fallback") {

@@ -32,6 +32,7 @@ constexpr OptionSpec k_synth_options[] = {
     {"experts-used", nullptr, true, "qwen3moe, gpt-oss: experts per token (default 2)"},
     {"expert-ffn", nullptr, true, "qwen3moe, gpt-oss: FFN width of each expert (default: --ffn)"},
     {"sliding-window", nullptr, true, "gemma3, gpt-oss: attention window of the sliding-window layers"},
+    {"repeat-chunk", nullptr, false, "for speed benchmarks: quantize each tensor's first 4 MiB and repeat it (periodic values, seconds not minutes)"},
     {"quiet", "q", false, "no progress output"},
     {"help", "h", false, "show this help"},
 };
@@ -76,6 +77,7 @@ int cmd_synth(int argc, char** argv) {
   o.seed = static_cast<uint64_t>(seed);
   o.name = args.get("name");
   o.threads = static_cast<int>(args.get_int("threads", 0));
+  o.repeat_first_chunk = args.has("repeat-chunk");
   const bool quiet = args.has("quiet");
   int last_percent = -1;
   if (!quiet)
