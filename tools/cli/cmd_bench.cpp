@@ -1,7 +1,8 @@
 // greta-vk bench MODEL: prompt processing (pp: one prefill of P tokens) and token generation (tg: N single-token
 // decode steps) speeds, like llama-bench: every test runs once to warm up, then R times; rows show mean ± sample
 // standard deviation of tokens/s, with the model, the backend and the device in every row. Decode rows also show
-// the effective weight bandwidth (model bytes x tokens/s): every decode step reads all weights once.
+// the effective weight bandwidth (weights read per decode token x tokens/s): a dense model's step reads all weights
+// once; a mixture of experts' reads its dense weights and, per layer, the rows of the k experts of E it chose.
 // Prompts are random token ids from a fixed seed, so runs are comparable across machines and backends.
 #include <algorithm>
 #include <chrono>
@@ -118,9 +119,11 @@ std::string csv_quote(std::string_view s) {
 struct BenchContext {
   std::string model, name, backend, device;
   uint64_t model_bytes = 0, params = 0;
+  uint64_t decode_bytes = 0;             // weights read per single-sequence decode token
+  int64_t n_experts = 0, n_experts_used = 0;
 };
 
-double weight_gbps(const BenchContext& c, const TestResult& r) { return double(c.model_bytes) * r.mean / 1e9; }
+double weight_gbps(const BenchContext& c, const TestResult& r) { return double(c.decode_bytes) * r.mean / 1e9; }
 
 void print_md(const BenchContext& c, const std::vector<TestResult>& results) {
   std::printf("| model | size | params | backend | device | test | t/s | weights GB/s |\n");
@@ -129,8 +132,14 @@ void print_md(const BenchContext& c, const std::vector<TestResult>& results) {
     std::printf("| %s | %s | %s | %s | %s | %s | %s ± %s | %s |\n", c.model.c_str(), format_bytes(double(c.model_bytes)).c_str(),
                 count_string(c.params).c_str(), c.backend.c_str(), c.device.c_str(), r.name.c_str(),
                 fixed(r.mean).c_str(), fixed(r.stddev).c_str(), r.is_decode ? fixed(weight_gbps(c, r)).c_str() : "");
-  std::printf("\nmodel bytes %llu (weights); weights GB/s = model bytes x decode tokens/s\n",
-              static_cast<unsigned long long>(c.model_bytes));
+  if (c.n_experts > 0)
+    std::printf("\nmodel bytes %llu (weights); read per decode token %llu (dense weights + %lld of %lld experts per "
+                "layer); weights GB/s = that x decode tokens/s\n",
+                static_cast<unsigned long long>(c.model_bytes), static_cast<unsigned long long>(c.decode_bytes),
+                static_cast<long long>(c.n_experts_used), static_cast<long long>(c.n_experts));
+  else
+    std::printf("\nmodel bytes %llu (weights); weights GB/s = model bytes x decode tokens/s\n",
+                static_cast<unsigned long long>(c.model_bytes));
 }
 
 void print_csv(const BenchContext& c, const std::vector<TestResult>& results) {
@@ -154,6 +163,7 @@ void print_json(const BenchContext& c, const std::vector<TestResult>& results) {
                 {"backend", c.backend}, {"device", c.device}, {"test", r.name}, {"n_tokens", r.n_tokens},
                 {"avg_ts", r.mean}, {"stddev_ts", r.stddev}, {"samples_ts", r.samples}};
     if (r.is_decode) row["weights_gbps"] = weight_gbps(c, r);
+    if (r.is_decode) row["decode_bytes"] = c.decode_bytes;
     if (!r.op_seconds.empty()) row["op_seconds"] = r.op_seconds, row["device_fraction"] = r.device_fraction;
     out.push_back(std::move(row));
   }
@@ -276,6 +286,16 @@ int cmd_bench(int argc, char** argv) {
   context.device = loaded.device;
   context.model_bytes = engine.weights().total_bytes();
   for (const auto& t : engine.file().tensors()) context.params += t.n_elements;
+  // Expert tensors are the 3-D ones (experts x rows x columns); a decode token reads n_used of their n_experts slices.
+  context.n_experts = engine.config().n_experts;
+  context.n_experts_used = engine.config().n_experts_used;
+  uint64_t expert_bytes = 0;
+  if (context.n_experts > 0)
+    for (const auto& t : engine.file().tensors())
+      if (t.dims.size() == 3) expert_bytes += t.n_bytes;
+  context.decode_bytes = context.model_bytes - expert_bytes +
+                         (context.n_experts > 0 ? expert_bytes / uint64_t(context.n_experts) *
+                                                      uint64_t(context.n_experts_used) : 0);
 
   Bench bench(engine, profile);
   std::vector<TestResult> results;
