@@ -28,6 +28,12 @@
 // multiply-adds at ~28 TFLOP/s, named fragments at 63 (same tile, f16, 4096^3).
 // Full 16 x 16 output blocks are stored straight to y; blocks at the matrix edges go through a per-subgroup
 // 16 x 16 f32 staging tile with bounds checks.
+//
+// MOE (moe_coopmat_<type>): the grouped expert GEMM of engine::MoeMatMulOp over moe_group.comp's tiles. Workgroup y
+// is tile y (past the step's tile count: returns at once): expert e's slots sorted[first .. first + count), count <=
+// BM, are the rows of X (slot s reads input row s / k, or s with per_slot), the expert's rows e * rows .. + rows of
+// the bound weight (n_experts * rows rows) are W, and C's rows go back to their slots' rows of y (+ bias[e]) through
+// the staging tile. No split-K, no accumulate, one K group.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
@@ -50,9 +56,22 @@ layout(binding = 2) buffer Y { float y[]; };
 // and the host adds the partials into y afterwards (op_matmul.cpp). With SPLIT_K == 1 the host binds y again (never
 // touched).
 layout(binding = 3) buffer Partial { float part[]; };
+#if defined(MOE)
+layout(binding = 4) readonly buffer Sorted { uint sorted[]; };  // moe_group.comp's slot lists and tiles
+layout(binding = 5) readonly buffer Tiles { uint tiles[]; };
+layout(binding = 6) readonly buffer Bias { float bias[]; };     // [n_experts, rows] when has_bias
+#endif
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
+#if defined(MOE)
+  uint k; uint per_slot; uint has_bias; uint weight_rows;
+#endif
 } pc;
+#if defined(MOE)
+#define WEIGHT_ROWS pc.weight_rows
+#else
+#define WEIGHT_ROWS pc.rows
+#endif
 #include "dequant.glsl"
 
 layout(constant_id = 1) const uint BM = 64;
@@ -149,7 +168,7 @@ Raw load_w_raw(uint row, uint k) {
   // Q4_0 blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code bytes
   // qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16; j = k % 32 is 0, 8, 16 or 24).
   const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
-  const uint last = (pc.rows * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
+  const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
               weight_words[min((cb >> 2) + 2u, last)]);
 #elif defined(WTYPE_Q4_K)
@@ -162,7 +181,7 @@ Raw load_w_raw(uint row, uint k) {
 #elif defined(WTYPE_Q8_0)
   // Q8_0 blocks of 34 bytes are 2-byte aligned: the word holding d, and the 3 words covering qs[j .. j + 7].
   const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
-  const uint last = (pc.rows * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
+  const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
               weight_words[min((cb >> 2) + 2u, last)]);
 #elif defined(WTYPE_Q6_K)
@@ -174,6 +193,13 @@ Raw load_w_raw(uint row, uint k) {
   r.a = uvec4(weight_words[ql], weight_words[ql + 1u], weight_words[ql + 2u], weight_words[qh]);
   r.b = uvec4(weight_words[qh + 1u], weight_words[qh + 2u], weight_words[(blk + 192u + (j >> 4)) >> 2],
               weight_words[(blk + 208u) >> 2]);
+#elif defined(WTYPE_MXFP4)
+  // MXFP4 blocks of 17 bytes start at any byte: the word holding the exponent byte, and the 3 words covering the 8
+  // code bytes qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16), as Q4_0's.
+  const uint blk = row + (k >> 5) * 17u, cb = blk + 1u + (k & 15u);
+  const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third may pass the end
+  r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
+              weight_words[min((cb >> 2) + 2u, last)]);
 #else
   // Other types: decoded here with dequant.glsl (their loads and math are not yet separated).
   r.a = pack8(dequant4(row, k), !K_TAIL || k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
@@ -215,6 +241,16 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const float d = unpackHalf2x16(r.b.w >> ((db & 2u) * 8u)).x;
   precise const float ds = d * float(sc);
   precise const vec4 a = ds * vec4(q0), b = ds * vec4(q1);
+  return pack8(a, b);
+#elif defined(WTYPE_MXFP4)
+  // Same expression as dequant.glsl: w = table[q] * 2^(e - 128), rounded to f16 by pack8.
+  const uint blk = row + (k >> 5) * 17u, cb = blk + 1u + (k & 15u);
+  const float d = dq_e8m0_half((r.a.x >> ((blk & 3u) * 8u)) & 0xFFu);
+  const uint s = (cb & 3u) * 8u;  // the code bytes start 0..3 bytes into r.a.y
+  const uint lo = s == 0u ? r.a.y : (r.a.y >> s) | (r.a.z << (32u - s));
+  const uint hi = s == 0u ? r.a.z : (r.a.z >> s) | (r.a.w << (32u - s));
+  const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
+  precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
   return pack8(a, b);
 #elif defined(WTYPE_Q4_K)
   // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. Same expression as
@@ -276,10 +312,23 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
 // K step; with DEPTH 2 the two sets alternate.
 #define W_OK(i) (i < W_ITEMS && tid + i * WG < BN * G)
 #define X_OK(i) (i < X_ITEMS && tid + i * WG < BM * G)
+#if defined(MOE)
+// The tile's row m: its slot's input row.
+uint moe_x_row(uint tile_first, uint m) {
+  const uint slot = sorted[tile_first + m];
+  return pc.per_slot != 0u ? slot : slot / pc.k;
+}
+#define ITEM_SETUP(i)                                                                                              \
+  const uint wn##i = n0 + (tid + i * WG) / G, xm##i = (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G);          \
+  const bool win##i = wn##i < pc.rows, xin##i = xm##i < tile_rows;                                                 \
+  const uint wrow##i = (expert_row0 + min(wn##i, pc.rows - 1u)) * pc.row_bytes,                                   \
+             xrow##i = moe_x_row(tile_first, min(xm##i, tile_rows - 1u)) * pc.cols;
+#else
 #define ITEM_SETUP(i)                                                                                         \
   const uint wn##i = n0 + (tid + i * WG) / G, xm##i = m0 + (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G); \
   const bool win##i = wn##i < pc.rows, xin##i = xm##i < pc.n_tokens;                                          \
   const uint wrow##i = min(wn##i, pc.rows - 1u) * pc.row_bytes, xrow##i = min(xm##i, pc.n_tokens - 1u) * pc.cols;
+#endif
 #define W_LOAD(S, i, kk) if (W_OK(i)) wr##S##i = load_w_raw(wrow##i, (kk) + kc##i);
 #define X_LOAD(S, i, kk) if (X_OK(i)) xr##S##i = load_x_raw(xrow##i, (kk) + kc##i);
 #define W_STORE(S, i, kk, st) \
@@ -363,6 +412,26 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
       subgroupBarrier();                                                                                      \
     }                                                                                                         \
   }
+#if defined(MOE)
+// Every block through the subgroup's f32 tile: C's rows are slots, scattered over y.
+#undef STORE_C
+#define STORE_C(i, j)                                                                                         \
+  if (i < FM && j < FN) {                                                                                     \
+    const uint bm = sm * SM + i * 16, bn = n0 + sn * SN + j * 16;                                             \
+    coopMatStore(c##i##j, smem, sg * 64, 4, gl_CooperativeMatrixLayoutRowMajor);                              \
+    subgroupMemoryBarrierShared();                                                                            \
+    subgroupBarrier();                                                                                        \
+    for (uint e = gl_SubgroupInvocationID; e < 256; e += gl_SubgroupSize) {                                   \
+      const uint m = bm + e / 16, n = bn + e % 16;                                                            \
+      if (m < tile_rows && n < pc.rows) {                                                                     \
+        float v = uintBitsToFloat(smem[sg * 64 + e / 4][e % 4]);                                              \
+        if (pc.has_bias != 0u) v += bias[expert_row0 + n];                                                    \
+        y[sorted[tile_first + m] * pc.out_stride + n] = v;                                                    \
+      }                                                                                                       \
+    }                                                                                                         \
+    subgroupBarrier();                                                                                        \
+  }
+#endif
 #define STORE_ROW(i) STORE_C(i, 0) STORE_C(i, 1) STORE_C(i, 2) STORE_C(i, 3)
 
 // KG > 1: fragment row i of groups 1..KG-1 goes to shared memory (group g's subgroup s' at ((g-1) WM WN + s') FN 64
@@ -390,7 +459,15 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
 void main() {
   const uint tid = gl_LocalInvocationID.x;
   const uint sg = gl_SubgroupID, kg = sg / (WM * WN), sw = sg % (WM * WN), sm = sw / WN, sn = sw % WN;
+#if defined(MOE)
+  const uint tile = gl_WorkGroupID.y;
+  if (tile >= tiles[0]) return;  // the grid covers the most tiles a step can have
+  const uint expert_row0 = tiles[1u + 3u * tile] * pc.rows, tile_first = tiles[2u + 3u * tile];
+  const uint tile_rows = tiles[3u + 3u * tile];
+  const uint n0 = gl_WorkGroupID.x * BN, m0 = 0;
+#else
   const uint n0 = gl_WorkGroupID.x * BN, m0 = gl_WorkGroupID.y * BM;
+#endif
   FRAG_C c00 = FRAG_C(0.0), c01 = FRAG_C(0.0), c02 = FRAG_C(0.0), c03 = FRAG_C(0.0);
   FRAG_C c10 = FRAG_C(0.0), c11 = FRAG_C(0.0), c12 = FRAG_C(0.0), c13 = FRAG_C(0.0);
   FRAG_C c20 = FRAG_C(0.0), c21 = FRAG_C(0.0), c22 = FRAG_C(0.0), c23 = FRAG_C(0.0);

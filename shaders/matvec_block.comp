@@ -29,6 +29,11 @@
 //                  about a quarter of the f32 form's instructions per weight byte, which is what bounds the f32
 //                  form (docs/benchmarks.md). Results equal the f32 form's on the quantized input, up to rounding.
 //
+// MOE (moe_matvec_block_<type>, moe_matvec_q8_<type>): the decode expert matmul (engine::MoeMatMulOp). Workgroup
+// y is slot y (token y / k, or slot y's own input row with per_slot); the bound weight holds n_experts * rows rows and
+// the slot's expert e = experts[y] selects rows e * rows .. + rows, so a step reads the chosen experts' rows only;
+// y[slot, r] = dot(row, x) (+ bias[e, r]). TOKENS is 1, plain input only.
+//
 // Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
 // product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up.
@@ -52,10 +57,17 @@ layout(binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
 layout(binding = 2) buffer Y { float y[]; };
 layout(binding = 3) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else unused
+#if defined(MOE)
+layout(binding = 4) readonly buffer Experts { int experts[]; };  // [slots]
+layout(binding = 5) readonly buffer Bias { float bias[]; };      // [n_experts, rows] when has_bias
+#endif
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
   uint x_row0;  // token t reads row x_row0 + t of x
   float eps;    // IN_RMSNORM
+#if defined(MOE)
+  uint k; uint per_slot; uint has_bias;
+#endif
 } pc;
 #include "dequant.glsl"
 #if defined(X_Q8)
@@ -231,14 +243,25 @@ const uint MV_LUT_FLIP = 0u;
 const float MV_LUT_BIAS = 128.0;
 const uint MV_LUT_FLIP = 0x80u;  // two's complement byte ^ 0x80 = value + 128
 #endif
-// n: 4 codes, one per byte (each < 16).
-uint mv_lut4(uint n) {
-  const uvec4 b = dq_lut_bytes(dq_bytes(n)) ^ MV_LUT_FLIP;
-  return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+// A code byte (two codes) -> its two table bytes: low nibble's in bits 0..7, high nibble's in bits 8..15. Filled once
+// per workgroup (mv_lut_init): a lookup per code byte instead of decoding each code through dq_lut_bytes's selects,
+// which made the MXFP4 matvec ALU-bound (gpt-oss-20b's experts on the H200: about 600 GB/s).
+shared uint mv_lut_pairs[256];
+#define MV_HAS_LUT
+void mv_lut_init() {
+  for (uint i = gl_LocalInvocationID.x; i < 256u; i += gl_WorkGroupSize.x) {
+    const uvec4 b = dq_lut_bytes(uvec4(i & 15u, i >> 4, 0u, 0u)) ^ MV_LUT_FLIP;
+    mv_lut_pairs[i] = b.x | (b.y << 8);
+  }
+  barrier();
 }
 // The slot's code word q (low nibbles: group 0, high nibbles: group 1) dotted with its activations, unscaled.
 float mv_lut_dot(uint q, const MvAct a) {
-  return mv_dot(mv_lut4(q & 0x0F0F0F0Fu), MV_LUT_BIAS, a, 0) + mv_dot(mv_lut4((q >> 4) & 0x0F0F0F0Fu), MV_LUT_BIAS, a, 1);
+  const uint p0 = mv_lut_pairs[q & 0xFFu], p1 = mv_lut_pairs[(q >> 8) & 0xFFu];
+  const uint p2 = mv_lut_pairs[(q >> 16) & 0xFFu], p3 = mv_lut_pairs[q >> 24];
+  const uint g0 = (p0 & 0xFFu) | ((p1 & 0xFFu) << 8) | ((p2 & 0xFFu) << 16) | ((p3 & 0xFFu) << 24);
+  const uint g1 = (p0 >> 8) | (p1 & 0xFF00u) | ((p2 & 0xFF00u) << 8) | ((p3 & 0xFF00u) << 16);
+  return mv_dot(g0, MV_LUT_BIAS, a, 0) + mv_dot(g1, MV_LUT_BIAS, a, 1);
 }
 
 #if defined(WTYPE_IQ4_NL)
@@ -404,7 +427,8 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 // token 0 with rows 0..7, token 1 with rows 0..3, tokens 2-3 with rows 0..1, tokens 4..7 with row 0.
 layout(constant_id = 4) const uint TOKENS = 1;
 #define ROW_DOT(r, u) \
-  if (r < ROWS && u < TOKENS) acc##r##u += mv_slot_dot(min(row0 + r, pc.rows - 1u) * pc.row_bytes, s, a##u, xsum##u);
+  if (r < ROWS && u < TOKENS)                                                                                     \
+    acc##r##u += mv_slot_dot((expert_row0 + min(row0 + r, pc.rows - 1u)) * pc.row_bytes, s, a##u, xsum##u);
 #define ROW_REDUCE(r, u)                                                                         \
   if (r < ROWS && u < TOKENS) {                                                                  \
     const float v = subgroupAdd(acc##r##u);                                                      \
@@ -445,7 +469,17 @@ layout(constant_id = 4) const uint TOKENS = 1;
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+#if defined(MV_HAS_LUT)
+  mv_lut_init();
+#endif
+#if defined(MOE)
+  const uint slot = gl_WorkGroupID.y, expert = uint(experts[slot]);
+  const uint t0 = pc.per_slot != 0 ? slot : slot / pc.k;  // the slot's input row
+  const uint expert_row0 = expert * pc.rows;
+#else
   const uint t0 = gl_WorkGroupID.y * TOKENS;
+  const uint expert_row0 = 0;
+#endif
   // Each token's first activation (and, for X_Q8, first scale) word, once: adding cols / 4 in every scale load's
   // address instead cost 3 % of a 7B Q4_0 decode step on the H100 (tg128 309 -> 299 tok/s).
   FOR_TOKENS(TOKEN_BASE)
@@ -475,8 +509,13 @@ void main() {
         for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
         v *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
       }
+#if defined(MOE)
+      if (pc.has_bias != 0) v += bias[expert_row0 + row0 + r];
+      y[slot * pc.out_stride + row0 + r] = v;
+#else
       const uint at = (t0 + u) * pc.out_stride + pc.out_row0 + row0 + r;
       y[at] = ACCUMULATE ? y[at] + v : v;
+#endif
     }
     barrier();  // partial[] is reused by the next row group
   }

@@ -55,6 +55,9 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   string(TOUPPER "${t}" T)
   greta_add_shader(moe_matvec_${t} moe_matvec.comp DEFINES WTYPE_${T})
   greta_add_shader(moe_gemm_${t} moe_gemm.comp DEFINES WTYPE_${T})
+  if(NOT t STREQUAL "f32")  # the grouped GEMM on cooperative matrices (matmul_coopmat.comp's MOE variant)
+    greta_add_shader(moe_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} MOE REQUIRES coopmat)
+  endif()
 endforeach()
 
 # Prefill attention on cooperative matrices (src/vk/backend/op_attention.cpp picks it on devices that have them).
@@ -69,6 +72,9 @@ foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)
   string(TOUPPER "${t}" T)
   greta_add_shader(matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T})
   greta_add_shader(matvec_q8_${t} matvec_block.comp DEFINES WTYPE_${T} X_Q8 REQUIRES intdot)
+  # The decode expert matmul on the same kernels (MOE: each slot's expert selects its rows; op_moe.cpp).
+  greta_add_shader(moe_matvec_block_${t} matvec_block.comp DEFINES WTYPE_${T} MOE)
+  greta_add_shader(moe_matvec_q8_${t} matvec_block.comp DEFINES WTYPE_${T} X_Q8 MOE REQUIRES intdot)
 endforeach()
 # Their input quantizer (int8 per 32 elements; plain, rmsnorm or swiglu input), used by matvec_q8_<type>.
 greta_add_shader(quantize_q8 quantize_q8.comp)

@@ -631,7 +631,8 @@ TEST_CASE("vk glu: every kind") {
 }
 
 TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GEMM), combine") {
-  // Token counts 1 and 5 take moe_matvec (each slot reads its expert's rows), 67 and 70 the grouped GEMM (with
+  // Token counts 1 and 5 take the expert matvec (each slot reads its expert's rows: matvec_block.comp's MOE variants
+  // for quantized types, moe_matvec otherwise), 67 and 70 the grouped GEMM (with
   // `skew`, one expert gets a slot of every token: more than one 64-slot tile). Odd in_features (not multiples of 4)
   // always take the matvec kernel.
   using test::MoeShape;
@@ -647,6 +648,8 @@ TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GE
       {20, 4, 3, 30, 22, GgmlType::F32},
       {40, 8, 4, 36, 20, GgmlType::F32, MoeGating::TopKSoftmax, true, true, true, GluKind::SwiGluOai},
       {9, 3, 3, 64, 32, GgmlType::F16, MoeGating::SoftmaxTopK, false, true, true, GluKind::GeluTanh},
+      {2, 8, 3, 64, 64, GgmlType::MXFP4, MoeGating::TopKSoftmax, true, true, false, GluKind::SwiGluOai},
+      {1, 130, 8, 64, 32, GgmlType::Q8_0},  // more experts than the router's workgroup has invocations
   };
   uint32_t seed = 1460;
   bool matvec = false, gemm = false;
@@ -667,9 +670,18 @@ TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GE
     compare(mc.c, mc.down, 1e-9);
     compare(mc.c, mc.out, 1e-9);
     matvec = matvec || has(kernels, "moe_matvec");
-    gemm = gemm || has(kernels, "moe_gemm");
-    if (s.n_tokens > 8 && s.dim % 4 == 0) CHECK_MESSAGE(has(kernels, "gate  moe_gemm"), kernels);
+    gemm = gemm || has(kernels, "moe_gemm") || has(kernels, "moe_coopmat");
+    if (s.n_tokens > 8 && s.dim % 4 == 0)  // moe_coopmat on devices with cooperative matrices (not for F32 weights)
+      CHECK_MESSAGE((has(kernels, "gate  moe_gemm") || has(kernels, "gate  moe_coopmat")), kernels);
     if (s.n_tokens <= 8) CHECK_MESSAGE(has(kernels, "gate  moe_matvec"), kernels);
+    if (s.n_tokens <= 8 && model::traits(s.type).block_elems > 1) {  // a quantized type
+      // The block-wise kernels (matvec_block.comp's MOE variants): int8 activations where the device has integer
+      // dot products, and f32 ones.
+      CHECK_MESSAGE((has(kernels, "moe_matvec_q8_") || has(kernels, "moe_matvec_block_")), kernels);
+      std::string f32_kernels;
+      compare(mc.c, mc.out, 1e-9, vk::MatmulKernel::automatic, 0.0, &f32_kernels, /*q8=*/false);
+      CHECK_MESSAGE(has(f32_kernels, "gate  moe_matvec_block_"), f32_kernels);
+    }
   }
   CHECK(matvec);
   CHECK(gemm);

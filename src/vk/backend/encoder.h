@@ -9,6 +9,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -189,6 +190,9 @@ void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
+// A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
+// matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
+std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);
 // Whether `tile` satisfies the kernel's rules on the device (matmul_tiled.comp / matmul_coopmat.comp limits).
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info);
 // matmul_coopmat's shared-memory stages for `tile` on the device: 2 where they fit, else 1.

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <tuple>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -34,6 +35,15 @@ constexpr int64_t kMatvecMaxTokens = 8;
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2 };  // matvec*.comp's INPUT
 
 }  // namespace
+
+std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info) {
+  const char* v = std::getenv(variable);
+  if (!v || !*v) return std::nullopt;
+  unsigned wg = 0, rows = 0;
+  if (std::sscanf(v, "%ux%u", &wg, &rows) != 2 || wg % info.subgroup_size != 0 || wg > 1024 || rows < 1 || rows > 8)
+    fail(variable, "=", v, ": expected WGxROWS, WG a multiple of the subgroup size (<= 1024), ROWS 1..8");
+  return std::pair<uint32_t, uint32_t>{wg, rows};
+}
 
 bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op) {
   if (kernel == MatmulKernel::matvec || op.in_features % 4 != 0) return true;  // the GEMMs need rows of whole vec4
@@ -95,13 +105,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
   // takes 4 rows: half the workgroups, half that work.
   uint32_t local = 128, rows_per_group = input == kInSwiglu ? 4 : 2;
-  if (const char* v = std::getenv("GRETA_VK_MATVEC"); v && *v) {  // WGxROWS, for measuring alternatives
-    unsigned wg = 0, rows = 0;
-    if (std::sscanf(v, "%ux%u", &wg, &rows) != 2 || wg % e.info().subgroup_size != 0 || wg > 1024 || rows < 1 ||
-        rows > 8)
-      fail("GRETA_VK_MATVEC=", v, ": expected WGxROWS, WG a multiple of the subgroup size (<= 1024), ROWS 1..8");
-    local = wg, rows_per_group = rows;
-  }
+  if (const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info())) std::tie(local, rows_per_group) = *shape;
   // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
   // largest power of two up to 8 that divides the step (buckets are powers of two), rows cut so rows x tokens <= 8;
   // fused f32 inputs (rmsnorm, swiglu) keep one token per workgroup.

@@ -140,6 +140,7 @@ public:
       fail("vk: the model's weights need ", format_bytes(double(total)), " but ", context_->info().name, " has ",
            format_bytes(double(memory_capacity())), " of device memory (partial offload is not supported yet)");
     weights_.resize(weights.size());
+    uint64_t matrix_bytes = 0, f32_matrix_bytes = 0;
     for (size_t i = 0; i < weights.size(); ++i) {
       const engine::WeightDesc& d = weights[i];
       DeviceWeight& w = weights_[i];
@@ -150,7 +151,10 @@ public:
       w.cols = d.cols;
       w.row_bytes = model::row_bytes(d.type, uint64_t(d.cols));
       GRETA_CHECK(w.row_bytes * uint64_t(d.rows) == d.bytes, d.name);
-      if (d.rows > 1 && d.type == model::GgmlType::F32) f16_attention_ = false;  // an F32 model keeps f32 activations
+      if (d.rows > 1) {
+        matrix_bytes += d.bytes;
+        if (d.type == model::GgmlType::F32) f32_matrix_bytes += d.bytes;
+      }
       if (d.rows == 1) {  // norms, biases, rope factors: f32 on the device
         w.host_values.resize(size_t(d.cols));
         model::dequantize_row(d.type, d.data, w.host_values.data(), d.cols);
@@ -162,6 +166,9 @@ public:
         transfer_->upload(w.matrix, 0, d.data, d.bytes);
       }
     }
+    // An F32 model keeps f32 activations in attention. The measure is bytes: the F32 routers and expert biases of a
+    // quantized mixture of experts are a few megabytes of a many-gigabyte model and must not turn it off.
+    f16_attention_ = 2 * f32_matrix_bytes <= matrix_bytes;
     context_->queue().wait_all();
   }
 
@@ -443,7 +450,7 @@ private:
     engine::ElemType type = engine::ElemType::F32;
   };
   std::map<std::string, Persistent> persistent_;
-  bool f16_attention_ = true;  // false for models with F32 weight matrices (their users asked for f32 accuracy)
+  bool f16_attention_ = true;  // false for models whose matrices are mostly F32 (their users asked for f32 accuracy)
   DeviceKey device_key_;
   std::string tuning_path_;                            // the tuning cache file ("" without a cache directory)
   std::map<MatmulShapeClass, TunedEntry> tuned_;       // its valid entries for this device
