@@ -60,6 +60,10 @@ layout(binding = 3) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm w
 #if defined(MOE)
 layout(binding = 4) readonly buffer Experts { int experts[]; };  // [slots]
 layout(binding = 5) readonly buffer Bias { float bias[]; };      // [n_experts, rows] when has_bias
+#else
+// BIAS: y = W x + bias (the bias add after the matmul, fused by fusion.cpp); bias indexed by the output row.
+layout(constant_id = 5) const bool BIAS = false;
+layout(binding = 4) readonly buffer Bias { float bias[]; };      // [out rows] when BIAS
 #endif
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
@@ -513,6 +517,7 @@ void main() {
       if (pc.has_bias != 0) v += bias[expert_row0 + row0 + r];
       y[slot * pc.out_stride + row0 + r] = v;
 #else
+      if (BIAS) v += bias[pc.out_row0 + row0 + r];
       const uint at = (t0 + u) * pc.out_stride + pc.out_row0 + row0 + r;
       y[at] = ACCUMULATE ? y[at] + v : v;
 #endif

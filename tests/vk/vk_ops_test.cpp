@@ -487,6 +487,51 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
   }
 }
 
+TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine adding into the residual stream") {
+  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");
+  uint32_t seed = 1200;
+  // matmul + bias (gpt-oss's and qwen2's projections): matvec_block's BIAS stage; F16 weights take matvec.comp, which
+  // has none, so the add runs after it.
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::F16})
+    for (int64_t n : {int64_t(1), int64_t(3)})
+      for (bool q8 : {true, false}) {
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(n);
+        CAPTURE(q8);
+        const int64_t in = 256, out = 37;
+        OpCase c(n, 8);
+        const BufferId x = c.input("x", n * in, seed++);
+        const BufferId y = c.output("q", n * out);
+        const engine::WeightId w = c.weight("wq", type, out, in, seed++);
+        const engine::WeightId b = c.weight("bq", GgmlType::F32, 1, out, seed++);
+        c.add("q", engine::MatMulOp{x, y, w, n, in, out});
+        c.add("q.bias", engine::AddBiasOp{y, b, n, out});
+        const std::string kernels = compare_fused(c, y, 1e-9, q8);
+        CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
+        if (type == GgmlType::F16) CHECK_MESSAGE(has(kernels, "add_bias_f32"), kernels);
+        else CHECK_MESSAGE(has(kernels, "fused bias"), kernels);
+      }
+  // moe_combine + residual add: the combine accumulates into x (decode and prefill token counts).
+  for (int64_t n : {int64_t(1), int64_t(5)}) {
+    CAPTURE(n);
+    const int64_t k = 3, width = 70, n_experts = 6;
+    OpCase c(n, 8);
+    const BufferId logits = c.input("router_logits", n * n_experts, seed++, 2.f);
+    const BufferId experts = c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+    const BufferId weights = c.output("expert_weights", n * k);
+    const BufferId down = c.input("down", n * k * width, seed++);
+    const BufferId combined = c.output("moe_out", n * width);
+    const BufferId x = c.input("x", n * width, seed++);
+    c.add("route", engine::MoeRouteOp{logits, experts, weights, n, n_experts, k, MoeGating::SoftmaxTopK, true});
+    c.add("combine", engine::MoeCombineOp{down, weights, combined, n, k, width});
+    c.add("residual", engine::AddOp{x, combined, n * width});
+    const std::string kernels = compare_fused(c, x, 1e-12);
+    CHECK_MESSAGE(has(kernels, "moe_combine_f32 (fused residual add)"), kernels);
+    CHECK_MESSAGE(has(kernels, "residual  (fused into combine)"), kernels);
+  }
+}
+
 TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dispatch") {
   uint32_t seed = 1100;
   // f32 caches over every shape; f16 caches (the engine's default: rope_kv_f32_kvf16, paged rows) over a subset.

@@ -176,6 +176,7 @@ struct MatmulArgs {
   bool accumulate = false;                 // y += W x: the residual add that consumed the product
   std::optional<engine::RmsNormOp> norm;   // input = rmsnorm(norm.in rows from norm.in_row_offset) * norm.weight
   std::optional<engine::GluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
+  std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
 };
 
 // RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp.
@@ -214,7 +215,8 @@ void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).
 void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);
 void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op);
-void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op);
+// accumulate: out += the combination (the residual add that consumed it).
+void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate = false);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.

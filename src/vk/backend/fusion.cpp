@@ -1,6 +1,7 @@
 #include "vk/backend/fusion.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -28,19 +29,30 @@ BufferId writes(const engine::PlanOp& op) { return engine::written_buffer(op); }
 // When op i is a matmul writing a scratch product P and op i + 1 (inside `end`) adds P into x over exactly P's
 // elements, and P is read by no later op before it is written again, returns the matmul retargeted to x (to run as
 // x += W in); otherwise nothing.
+// The same for any op i making `product` (elems values) from `inputs`: the buffer x its result would be added into.
+std::optional<BufferId> residual_add_into(const Plan& plan, size_t i, size_t end, BufferId product, int64_t elems,
+                                          std::initializer_list<BufferId> inputs) {
+  if (i + 1 >= end) return std::nullopt;
+  const auto* add = std::get_if<engine::AddOp>(&plan.ops[i + 1].op);
+  if (!add || add->y != product || add->x == product || add->elems != elems ||
+      plan.buffers[size_t(product)].role != BufferRole::Scratch)
+    return std::nullopt;
+  for (BufferId in : inputs)
+    if (add->x == in) return std::nullopt;
+  for (size_t j = i + 2; j < plan.ops.size(); ++j) {
+    if (reads(plan.ops[j], product)) return std::nullopt;
+    if (writes(plan.ops[j]) == product) break;
+  }
+  return add->x;
+}
+
 std::optional<engine::MatMulOp> fused_residual_matmul(const Plan& plan, size_t i, size_t end) {
   const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op);
-  if (!mm || i + 1 >= end) return std::nullopt;
-  const auto* add = std::get_if<engine::AddOp>(&plan.ops[i + 1].op);
-  if (!add || add->y != mm->out || add->x == mm->out || add->x == mm->in ||
-      add->elems != mm->n_tokens * mm->out_features || plan.buffers[size_t(mm->out)].role != BufferRole::Scratch)
-    return std::nullopt;
-  for (size_t j = i + 2; j < plan.ops.size(); ++j) {
-    if (reads(plan.ops[j], mm->out)) return std::nullopt;
-    if (writes(plan.ops[j]) == mm->out) break;
-  }
+  if (!mm) return std::nullopt;
+  const auto x = residual_add_into(plan, i, end, mm->out, mm->n_tokens * mm->out_features, {mm->in});
+  if (!x) return std::nullopt;
   engine::MatMulOp fused = *mm;
-  fused.out = add->x;
+  fused.out = *x;
   return fused;
 }
 
@@ -69,6 +81,8 @@ public:
         fuse_input(i);
       if (std::holds_alternative<engine::RopeOp>(op) && (fusions_ & kFuseRopeKv)) fuse_rope_kv(i);
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);
+      if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseBias)) fuse_bias(i);
+      if (std::holds_alternative<engine::MoeCombineOp>(op) && (fusions_ & kFuseResidual)) fuse_combine_residual(i);
     }
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
       if (r.kind != OpRecord::Kind::matmul) continue;
@@ -212,6 +226,36 @@ private:
     absorb(i + 1, i);
   }
 
+  // A decode matvec at i whose product gets its bias added by op i + 1 (AddBiasOp over exactly the product, read by
+  // nothing else in between): the matvec adds it (matvec_block's BIAS stage).
+  void fuse_bias(size_t i) {
+    if (i + 1 >= range_.end || rec(i + 1).kind != OpRecord::Kind::op) return;
+    OpRecord& r = rec(i);
+    if ((r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) || r.matmul.accumulate) return;
+    const engine::MatMulOp& mm = r.matmul.op;
+    const auto* add = std::get_if<engine::AddBiasOp>(&plan_.ops[i + 1].op);
+    if (!add || add->x != mm.out || add->rows != mm.n_tokens || add->width != mm.out_features) return;
+    if (mm.n_tokens > kDecodeMaxTokens || !matmul_uses_matvec(matmul_, mm)) return;
+    r.kind = OpRecord::Kind::matmul;
+    r.matmul.bias = add->bias;
+    absorb(i + 1, i);
+  }
+
+  // moe_combine + the residual add of its output: the combine adds into the residual stream itself.
+  void fuse_combine_residual(size_t i) {
+    const auto& combine = std::get<engine::MoeCombineOp>(plan_.ops[i].op);
+    const auto x = residual_add_into(plan_, i, range_.end, combine.out, combine.n_tokens * combine.width,
+                                     {combine.in, combine.weights});
+    if (!x || rec(i + 1).kind != OpRecord::Kind::op) return;
+    OpRecord& r = rec(i);
+    r.kind = OpRecord::Kind::combine_residual;
+    r.combine = combine;
+    r.combine->out = *x;
+    r.reads = {combine.in, combine.weights, *x};
+    r.writes = {*x};
+    absorb(i + 1, i);
+  }
+
   const Plan& plan_;
   OpRange range_;
   unsigned fusions_;
@@ -233,10 +277,11 @@ unsigned fusions_from_env(unsigned chosen) {
     const size_t comma = std::min(s.find(',', at), s.size());
     const std::string_view name = s.substr(at, comma - at);
     if (name == "residual") bits |= kFuseResidual;
+    else if (name == "bias") bits |= kFuseBias;
     else if (name == "norm") bits |= kFuseNorm;
     else if (name == "rope_kv") bits |= kFuseRopeKv;
     else if (name == "swiglu") bits |= kFuseSwiglu;
-    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu");
+    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias");
     at = comma + 1;
   }
   return bits;

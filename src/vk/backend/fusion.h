@@ -16,6 +16,8 @@
 //   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
 //   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
 //             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
+//   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases)
+// The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
 // and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans
 // only get the residual fusion.
@@ -35,10 +37,11 @@ enum FusionBits : unsigned {
   kFuseNorm = 2u,
   kFuseRopeKv = 4u,
   kFuseSwiglu = 8u,
-  kFuseAll = 15u,
+  kFuseBias = 16u,
+  kFuseAll = 31u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu) overrides `chosen` when set.
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias) overrides `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 
 // How one op of the range is recorded.
@@ -47,12 +50,14 @@ struct OpRecord {
     op,       // on its own (its encode_* function)
     matmul,   // a MatMul with fusions: `matmul` (encode_matvec when it has a fused input, else encode_matmul)
     rope_kv,  // the first op of a fused rope_q + rope_k + kv write: `rope_kv`
+    combine_residual,  // moe_combine adding into the residual stream: `combine` (its out retargeted to x)
     absorbed  // done by op `into` (or, for a dropped rmsnorm / swiglu, made unnecessary by it)
   };
   Kind kind = Kind::op;
   size_t into = 0;
   MatmulArgs matmul{};
   std::optional<RopeKvArgs> rope_kv;
+  std::optional<engine::MoeCombineOp> combine;
   // The plan buffers the recorded dispatches read and write (for the barriers between dependent ops).
   std::vector<engine::BufferId> reads, writes;
 };

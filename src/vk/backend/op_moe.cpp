@@ -219,16 +219,16 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op) {
                      " slots grouped by expert: moe_group)"));
 }
 
-void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op) {
+void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate) {
   e.require_f32(op.in, "moe_combine input");
   e.require_f32(op.out, "moe_combine output");
   to_u32(op.n_tokens * op.k * op.width, "expert outputs");
   const struct { uint32_t n_tokens, k, width; } push{to_u32(op.n_tokens, "tokens"), to_u32(op.k, "k"),
                                                       to_u32(op.width, "width")};
-  const auto& p = e.pipeline(ShaderId::moe_combine_f32, {{0, kElementwiseWorkgroup}});
+  const auto& p = e.pipeline(ShaderId::moe_combine_f32, {{0, kElementwiseWorkgroup}, {1, accumulate}});
   e.dispatch(p, {e.buffer(op.in), e.buffer(op.weights), e.buffer(op.out)}, as_push(push),
              {e.groups_for(uint64_t(op.n_tokens) * uint64_t(op.width), kElementwiseWorkgroup), 1, 1});
-  e.note_variant("moe_combine_f32");
+  e.note_variant(accumulate ? "moe_combine_f32 (fused residual add)" : "moe_combine_f32");
 }
 
 }  // namespace greta::vk

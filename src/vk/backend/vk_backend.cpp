@@ -86,7 +86,8 @@ public:
       options_.q8_activations = s == "1";
     }
     // H100, 7B Q4_0 tg128: int8 activations 281 tok/s without the swiglu fusion, 288 with it; f32 239 / 229.
-    const unsigned default_fusions = int8_activations() ? kFuseAll : kFuseResidual | kFuseNorm | kFuseRopeKv;
+    const unsigned default_fusions =
+        int8_activations() ? kFuseAll : kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseBias;
     options_.fusions = fusions_from_env(options.fusions.value_or(default_fusions));
     const DeviceInfo& info = context_->info();
     device_key_ = make_device_key(info.vendor_id, info.device_id, info.driver_version, info.pipeline_cache_uuid,
@@ -402,8 +403,10 @@ private:
         e.begin_op(i, &p.variants[i]);
         if (rec.kind == OpRecord::Kind::rope_kv) {
           encode_rope_kv(e, *rec.rope_kv);
+        } else if (rec.kind == OpRecord::Kind::combine_residual) {
+          encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
-          if (rec.matmul.norm || rec.matmul.swiglu) encode_matvec(e, rec.matmul);
+          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias) encode_matvec(e, rec.matmul);
           else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
         } else {
           std::visit(
