@@ -28,6 +28,9 @@ layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) buffer Y { float y[]; };
 layout(binding = 3) readonly buffer Aux { float aux[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else unused
+// BIAS: y = W x + bias (the bias add after the matmul, fused by fusion.cpp); bias indexed by the output row.
+layout(constant_id = 5) const bool BIAS = false;
+layout(binding = 4) readonly buffer Bias { float bias[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
   uint x_row0;  // token t reads row x_row0 + t of x (IN_RMSNORM: the final norm of the last token only)
@@ -103,6 +106,7 @@ void main() {
         for (uint i = 0; i < gl_NumSubgroups; ++i) sum_sq += partial_ss[i];
         s *= inversesqrt(sum_sq / float(pc.cols) + pc.eps);
       }
+      if (BIAS) s += bias[pc.out_row0 + row0 + tid];
       const uint at = t * pc.out_stride + pc.out_row0 + row0 + tid;
       y[at] = ACCUMULATE ? y[at] + s : s;
     }

@@ -490,28 +490,33 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
 TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine adding into the residual stream") {
   greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");
   uint32_t seed = 1200;
-  // matmul + bias (gpt-oss's and qwen2's projections): matvec_block's BIAS stage; F16 weights take matvec.comp, which
-  // has none, so the add runs after it.
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::F16})
+  // matmul + bias (gpt-oss's and qwen2's projections): the BIAS stage of matvec_block (quantized types) and matvec
+  // (F16, F32: gpt-oss's router); with `residual`, the residual add of the biased product too (gpt-oss's attention
+  // output).
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::F16, GgmlType::F32})
     for (int64_t n : {int64_t(1), int64_t(3)})
-      for (bool q8 : {true, false}) {
-        const std::string type_name = model::type_name(type);
-        CAPTURE(type_name);
-        CAPTURE(n);
-        CAPTURE(q8);
-        const int64_t in = 256, out = 37;
-        OpCase c(n, 8);
-        const BufferId x = c.input("x", n * in, seed++);
-        const BufferId y = c.output("q", n * out);
-        const engine::WeightId w = c.weight("wq", type, out, in, seed++);
-        const engine::WeightId b = c.weight("bq", GgmlType::F32, 1, out, seed++);
-        c.add("q", engine::MatMulOp{x, y, w, n, in, out});
-        c.add("q.bias", engine::AddBiasOp{y, b, n, out});
-        const std::string kernels = compare_fused(c, y, 1e-9, q8);
-        CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
-        if (type == GgmlType::F16) CHECK_MESSAGE(has(kernels, "add_bias_f32"), kernels);
-        else CHECK_MESSAGE(has(kernels, "fused bias"), kernels);
-      }
+      for (bool q8 : {true, false})
+        for (bool residual : {false, true}) {
+          const std::string type_name = model::type_name(type);
+          CAPTURE(type_name);
+          CAPTURE(n);
+          CAPTURE(q8);
+          CAPTURE(residual);
+          const int64_t in = 256, out = 37;
+          OpCase c(n, 8);
+          const BufferId x = c.input("x", n * in, seed++);
+          const BufferId y = c.output("q", n * out);
+          const BufferId stream = c.input("stream", n * out, seed++);
+          const engine::WeightId w = c.weight("wq", type, out, in, seed++);
+          const engine::WeightId b = c.weight("bq", GgmlType::F32, 1, out, seed++);
+          c.add("q", engine::MatMulOp{x, y, w, n, in, out});
+          c.add("q.bias", engine::AddBiasOp{y, b, n, out});
+          if (residual) c.add("residual", engine::AddOp{stream, y, n * out});
+          const std::string kernels = compare_fused(c, residual ? stream : y, 1e-9, q8);
+          CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
+          CHECK_MESSAGE(has(kernels, "fused bias"), kernels);
+          if (residual) CHECK_MESSAGE(has(kernels, "residual  (fused into q)"), kernels);
+        }
   // moe_combine + residual add: the combine accumulates into x (decode and prefill token counts).
   for (int64_t n : {int64_t(1), int64_t(5)}) {
     CAPTURE(n);

@@ -226,8 +226,8 @@ private:
     absorb(i + 1, i);
   }
 
-  // A decode matvec at i whose product gets its bias added by op i + 1 (AddBiasOp over exactly the product, read by
-  // nothing else in between): the matvec adds it (matvec_block's BIAS stage).
+  // A decode matvec at i whose product gets its bias added by op i + 1 (AddBiasOp over exactly the product): the
+  // matvec adds it (the BIAS stage of matvec_block.comp and matvec.comp).
   void fuse_bias(size_t i) {
     if (i + 1 >= range_.end || rec(i + 1).kind != OpRecord::Kind::op) return;
     OpRecord& r = rec(i);
@@ -239,6 +239,13 @@ private:
     r.kind = OpRecord::Kind::matmul;
     r.matmul.bias = add->bias;
     absorb(i + 1, i);
+    // Then the residual add of the biased product (gpt-oss's attention output): y += W x + b.
+    if (!(fusions_ & kFuseResidual) || i + 2 >= range_.end || rec(i + 2).kind != OpRecord::Kind::op) return;
+    if (const auto x = residual_add_into(plan_, i + 1, range_.end, mm.out, mm.n_tokens * mm.out_features, {mm.in})) {
+      r.matmul.op.out = *x;
+      r.matmul.accumulate = true;
+      absorb(i + 2, i);
+    }
   }
 
   // moe_combine + the residual add of its output: the combine adds into the residual stream itself.

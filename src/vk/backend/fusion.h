@@ -16,7 +16,8 @@
 //   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
 //   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
 //             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
-//   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases)
+//   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
+//             with the residual fusion also + the residual add after it -> y += W x + b
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
 // and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans

@@ -114,7 +114,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     while (tokens_per_group < 8 && op.n_tokens % (2 * tokens_per_group) == 0) tokens_per_group *= 2;
   rows_per_group = std::max<uint32_t>(1, std::min(rows_per_group, 8 / tokens_per_group));
   const BufferSpan out = e.buffer(op.out);
-  const bool kernel_bias = args.bias.has_value() && (q8 || block);
+  const bool kernel_bias = args.bias.has_value();
   BufferSpan bias = out;
   if (args.bias) {
     const DeviceWeight& b = e.weight(*args.bias);
@@ -130,20 +130,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            to_u32(op.out_features, "out features"), x_row0, eps};
     const auto& p = q8 || block ? e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
                                                   {4, tokens_per_group}, {5, kernel_bias}})
-                                : e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input}});
+                                : e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
+                                                  {5, kernel_bias}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
-    if (q8 || block)
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, kernel_bias ? bias : out}, as_push(push),
-                 {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
-    else
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux}, as_push(push),
+    e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, kernel_bias ? bias : out}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
   }
-  if (args.bias && !kernel_bias) {  // matvec.comp (f32/f16/bf16, odd rows) has no bias stage: the add runs after it
-    e.barrier();
-    encode_add_bias(e, engine::AddBiasOp{op.out, *args.bias, op.n_tokens, op.out_features});
-  }
-  if (kernel_bias) e.note_variant("fused bias");
+  if (args.bias) e.note_variant("fused bias");
   if (tokens_per_group > 1) e.note_variant(cat(tokens_per_group, " tokens per workgroup"));
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
   if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
