@@ -517,6 +517,26 @@ TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine add
           CHECK_MESSAGE(has(kernels, "fused bias"), kernels);
           if (residual) CHECK_MESSAGE(has(kernels, "residual  (fused into q)"), kernels);
         }
+  // Projections first, then their bias adds (gpt-oss's q, k, v order): each bias still goes into its matvec.
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::F32}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    const int64_t n = 1, in = 64, out_q = 48, out_k = 16;
+    OpCase c(n, 8);
+    const BufferId x = c.input("x", n * in, seed++);
+    const BufferId q = c.output("q", n * out_q), k = c.output("k", n * out_k);
+    const engine::WeightId wq = c.weight("wq", type, out_q, in, seed++), wk = c.weight("wk", type, out_k, in, seed++);
+    const engine::WeightId bq = c.weight("bq", GgmlType::F32, 1, out_q, seed++);
+    const engine::WeightId bk = c.weight("bk", GgmlType::F32, 1, out_k, seed++);
+    c.add("q", engine::MatMulOp{x, q, wq, n, in, out_q});
+    c.add("k", engine::MatMulOp{x, k, wk, n, in, out_k});
+    c.add("q.bias", engine::AddBiasOp{q, bq, n, out_q});
+    c.add("k.bias", engine::AddBiasOp{k, bk, n, out_k});
+    const std::string kernels = compare_fused(c, q, 1e-9);
+    compare(c, k, 1e-9);
+    CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
+    CHECK_MESSAGE(has(kernels, "k.bias  (fused into k)"), kernels);
+  }
   // moe_combine + residual add: the combine accumulates into x (decode and prefill token counts).
   for (int64_t n : {int64_t(1), int64_t(5)}) {
     CAPTURE(n);

@@ -226,25 +226,33 @@ private:
     absorb(i + 1, i);
   }
 
-  // A decode matvec at i whose product gets its bias added by op i + 1 (AddBiasOp over exactly the product): the
-  // matvec adds it (the BIAS stage of matvec_block.comp and matvec.comp).
+  // A decode matvec at i whose product gets its bias added by a later op j (AddBiasOp over exactly the product, with
+  // no op between them touching the product: gpt-oss's q, k and v projections come before their three bias adds):
+  // the matvec adds it (the BIAS stage of matvec_block.comp and matvec.comp), and op j is dropped.
   void fuse_bias(size_t i) {
-    if (i + 1 >= range_.end || rec(i + 1).kind != OpRecord::Kind::op) return;
     OpRecord& r = rec(i);
     if ((r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) || r.matmul.accumulate) return;
     const engine::MatMulOp& mm = r.matmul.op;
-    const auto* add = std::get_if<engine::AddBiasOp>(&plan_.ops[i + 1].op);
-    if (!add || add->x != mm.out || add->rows != mm.n_tokens || add->width != mm.out_features) return;
     if (mm.n_tokens > kDecodeMaxTokens || !matmul_uses_matvec(matmul_, mm)) return;
+    size_t j = i + 1;
+    for (; j < range_.end; ++j) {
+      const engine::PlanOp& o = plan_.ops[j];
+      if (std::holds_alternative<engine::AddBiasOp>(o.op) && std::get<engine::AddBiasOp>(o.op).x == mm.out) break;
+      if (reads(o, mm.out) || writes(o) == mm.out) return;
+    }
+    if (j >= range_.end || rec(j).kind != OpRecord::Kind::op) return;
+    const auto& add = std::get<engine::AddBiasOp>(plan_.ops[j].op);
+    if (add.rows != mm.n_tokens || add.width != mm.out_features) return;
     r.kind = OpRecord::Kind::matmul;
-    r.matmul.bias = add->bias;
-    absorb(i + 1, i);
-    // Then the residual add of the biased product (gpt-oss's attention output): y += W x + b.
-    if (!(fusions_ & kFuseResidual) || i + 2 >= range_.end || rec(i + 2).kind != OpRecord::Kind::op) return;
-    if (const auto x = residual_add_into(plan_, i + 1, range_.end, mm.out, mm.n_tokens * mm.out_features, {mm.in})) {
+    r.matmul.bias = add.bias;
+    absorb(j, i);
+    // Then the residual add of the biased product right after it (gpt-oss's attention output): y += W x + b.
+    if (j != i + 1 || !(fusions_ & kFuseResidual) || j + 1 >= range_.end || rec(j + 1).kind != OpRecord::Kind::op)
+      return;
+    if (const auto x = residual_add_into(plan_, j, range_.end, mm.out, mm.n_tokens * mm.out_features, {mm.in})) {
       r.matmul.op.out = *x;
       r.matmul.accumulate = true;
-      absorb(i + 2, i);
+      absorb(j + 1, i);
     }
   }
 
