@@ -214,7 +214,16 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op);  // every GluKind (glu.c
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).
 void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);
-void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op);
+// The input an expert matmul may make itself (decode fusions, fusion.h): rmsnorm(norm.in) * norm.weight for the
+// gate and up projections, silu(gate) * up for the down projection. Only where moe_matvec_takes_input(op) holds.
+struct MoeFusedInput {
+  std::optional<engine::RmsNormOp> norm;
+  std::optional<engine::GluOp> swiglu;
+};
+void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused = nullptr);
+// Whether encode_moe_matmul takes `op` (a decode step) on the block-wise matvec kernels, which can make a fused input.
+bool moe_matvec_takes_input(const DeviceInfo& info, const engine::MoeMatMulOp& op, model::GgmlType weight_type,
+                            size_t weight_chunks);
 // accumulate: out += the combination (the residual add that consumed it).
 void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate = false);
 

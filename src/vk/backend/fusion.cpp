@@ -58,8 +58,9 @@ std::optional<engine::MatMulOp> fused_residual_matmul(const Plan& plan, size_t i
 
 class Fuser {
 public:
-  Fuser(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul)
-      : plan_(plan), range_(range), fusions_(fusions), matmul_(matmul), records_(range.end - range.begin) {
+  Fuser(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul, const MoeInputCheck& moe_takes_input)
+      : plan_(plan), range_(range), fusions_(fusions), matmul_(matmul), moe_takes_input_(moe_takes_input),
+        records_(range.end - range.begin) {
     for (size_t i = range.begin; i < range.end; ++i) {
       OpRecord& r = rec(i);
       r.reads = engine::read_buffers(plan.ops[i]);
@@ -85,6 +86,14 @@ public:
       if (std::holds_alternative<engine::MoeCombineOp>(op) && (fusions_ & kFuseResidual)) fuse_combine_residual(i);
     }
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
+      if (r.kind == OpRecord::Kind::moe_matmul) {
+        const MoeFusedInput& m = *r.moe;
+        const auto& mm = std::get<engine::MoeMatMulOp>(plan_.ops[size_t(&r - records_.data()) + range_.begin].op);
+        r.reads = m.norm ? std::vector<BufferId>{m.norm->in, mm.experts}
+                         : std::vector<BufferId>{m.swiglu->gate, m.swiglu->up, mm.experts};
+        r.writes = {mm.out};
+        continue;
+      }
       if (r.kind != OpRecord::Kind::matmul) continue;
       const MatmulArgs& a = r.matmul;
       if (a.norm) r.reads = {a.norm->in};
@@ -129,6 +138,20 @@ private:
     return true;
   }
 
+  // An expert matmul at j (decode, on the block-wise kernels) that can make op i's output itself from `sources`:
+  // the gate or up projection reading a rmsnorm's rows, or the down projection reading a SiLU GLU's slots.
+  bool can_moe_take_input(size_t j, BufferId product, int64_t elems, bool from_norm,
+                          std::initializer_list<BufferId> sources) {
+    const auto* mm = std::get_if<engine::MoeMatMulOp>(&plan_.ops[j].op);
+    if (!mm || !in_range(j) || mm->in != product || mm->n_tokens > kDecodeMaxTokens || !moe_takes_input_ ||
+        !moe_takes_input_(*mm) || rec(j).kind != OpRecord::Kind::op || mm->per_slot_input == from_norm)
+      return false;
+    if ((mm->per_slot_input ? mm->n_tokens * mm->k : mm->n_tokens) * mm->in_features != elems) return false;
+    for (BufferId s : sources)
+      if (s == mm->out || s == mm->experts) return false;
+    return true;
+  }
+
   // Op i is a rmsnorm or a swiglu: its output's decode matvec readers make it themselves. Walks the plan from i on:
   // a reader that can take the input is fused, any other reader (or one after `sources` change) keeps op i.
   void fuse_input(size_t i) {
@@ -155,7 +178,10 @@ private:
         const bool ok = !sources_changed &&
                         (norm ? can_take_input(j, product, elems, {norm->in})
                               : can_take_input(j, product, elems, {swiglu->gate, swiglu->up}));
-        if (ok) fused.push_back(j);
+        const bool moe_ok = !ok && !sources_changed &&
+                            (norm ? can_moe_take_input(j, product, elems, true, {norm->in})
+                                  : can_moe_take_input(j, product, elems, false, {swiglu->gate, swiglu->up}));
+        if (ok || moe_ok) fused.push_back(j);
         else keep = true;
       }
       const BufferId w = writes(o);
@@ -167,6 +193,13 @@ private:
     if (keep && std::find(sources.begin(), sources.end(), product) != sources.end()) return;
     for (size_t j : fused) {
       OpRecord& r = rec(j);
+      if (std::holds_alternative<engine::MoeMatMulOp>(plan_.ops[j].op)) {
+        r.kind = OpRecord::Kind::moe_matmul;
+        r.moe = MoeFusedInput{};
+        if (norm) r.moe->norm = *norm;
+        else r.moe->swiglu = *swiglu;
+        continue;
+      }
       r.kind = OpRecord::Kind::matmul;
       if (norm) r.matmul.norm = *norm;
       else r.matmul.swiglu = *swiglu;
@@ -275,6 +308,7 @@ private:
   OpRange range_;
   unsigned fusions_;
   MatmulKernel matmul_;
+  const MoeInputCheck& moe_takes_input_;
   std::vector<OpRecord> records_;
 };
 
@@ -302,9 +336,10 @@ unsigned fusions_from_env(unsigned chosen) {
   return bits;
 }
 
-std::vector<OpRecord> plan_records(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul) {
+std::vector<OpRecord> plan_records(const Plan& plan, OpRange range, unsigned fusions, MatmulKernel matmul,
+                                   const MoeInputCheck& moe_takes_input) {
   GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
-  return Fuser(plan, range, fusions, matmul).run();
+  return Fuser(plan, range, fusions, matmul, moe_takes_input).run();
 }
 
 }  // namespace greta::vk

@@ -16,6 +16,8 @@
 //   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
 //   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
 //             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
+//   norm and swiglu also feed decode expert matmuls on the block-wise kernels: a MoE layer's ffn_norm goes into the
+//   router and the gate and up projections (and is dropped), its SiLU GLU into the down projection
 //   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
 //             with the residual fusion also + the residual add after it -> y += W x + b
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
@@ -24,6 +26,7 @@
 // only get the residual fusion.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -52,6 +55,7 @@ struct OpRecord {
     matmul,   // a MatMul with fusions: `matmul` (encode_matvec when it has a fused input, else encode_matmul)
     rope_kv,  // the first op of a fused rope_q + rope_k + kv write: `rope_kv`
     combine_residual,  // moe_combine adding into the residual stream: `combine` (its out retargeted to x)
+    moe_matmul,        // an expert matmul making its input itself: `moe` (encode_moe_matmul's fused input)
     absorbed  // done by op `into` (or, for a dropped rmsnorm / swiglu, made unnecessary by it)
   };
   Kind kind = Kind::op;
@@ -59,13 +63,17 @@ struct OpRecord {
   MatmulArgs matmul{};
   std::optional<RopeKvArgs> rope_kv;
   std::optional<engine::MoeCombineOp> combine;
+  std::optional<MoeFusedInput> moe;
   // The plan buffers the recorded dispatches read and write (for the barriers between dependent ops).
   std::vector<engine::BufferId> reads, writes;
 };
 
 // Records for ops [range.begin, range.end) of `plan` (index i - range.begin), with the fusions in `fusions`.
 // `matmul` is the backend's matmul-kernel option (fusions into a matvec need the matvec kernel).
+// `moe_takes_input`: whether an expert matmul runs on kernels that can make a fused input (the backend knows its
+// weight's type and layout; moe_matvec_takes_input).
+using MoeInputCheck = std::function<bool(const engine::MoeMatMulOp&)>;
 std::vector<OpRecord> plan_records(const engine::Plan& plan, engine::OpRange range, unsigned fusions,
-                                   MatmulKernel matmul);
+                                   MatmulKernel matmul, const MoeInputCheck& moe_takes_input);
 
 }  // namespace greta::vk

@@ -90,7 +90,13 @@ void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op) {
                      op.normalize ? ", normalized)" : ")"));
 }
 
-void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op) {
+bool moe_matvec_takes_input(const DeviceInfo& info, const engine::MoeMatMulOp& op, model::GgmlType weight_type,
+                            size_t weight_chunks) {
+  const MoeVariants& v = moe_variants(weight_type);
+  return v.block.has_value() && weight_chunks == 1 && op.in_features % 32 == 0 && op.n_tokens <= kMoeMatvecMaxTokens;
+}
+
+void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.cols == op.in_features && w.rows == op.n_experts * op.out_features && w.rows > 1, w.name,
               ": expert weight of ", w.rows, " x ", w.cols);
@@ -133,10 +139,34 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op) {
     if (uint64_t(slots) > e.info().max_workgroup_count[1]) fail("vk: moe_matmul over ", slots, " slots");
     const ShaderId id = q8 ? *v.q8 : *v.block;
     e.note_variant(shader_blob(id).name);
-    BufferSpan xin = x;
-    if (q8)
-      xin = e.q8_copy(Q8Source{.input = 0, .x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens,
-                               .cols = op.in_features});
+    // The input: the op's rows, or made in the kernel (f32) or by the quantizer (q8) from a fused rmsnorm's or
+    // swiglu's sources (matvec_block's INPUT 1 / 2, quantize_q8's).
+    const engine::RmsNormOp* norm = fused && fused->norm ? &*fused->norm : nullptr;
+    const engine::GluOp* swiglu = fused && fused->swiglu ? &*fused->swiglu : nullptr;
+    uint32_t input = 0, x_row0 = 0;
+    float eps = 0.f;
+    BufferSpan xin = x, aux = x;
+    if (norm) {
+      GRETA_CHECK(!op.per_slot_input && norm->out == op.in && norm->width == op.in_features && norm->rows == op.n_tokens,
+                  "rmsnorm fused into ", w.name);
+      input = 1, xin = e.buffer(norm->in), aux = e.weight(norm->weight).vector.span();
+      x_row0 = to_u32(norm->in_row_offset, "row offset"), eps = norm->eps;
+    } else if (swiglu) {
+      GRETA_CHECK(op.per_slot_input && swiglu->out == op.in && swiglu->elems == slots * op.in_features,
+                  "swiglu fused into ", w.name);
+      input = 2, xin = e.buffer(swiglu->gate), aux = e.buffer(swiglu->up);
+    }
+    if (q8) {
+      Q8Source src{.input = input, .x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens, .cols = op.in_features};
+      if (norm) src.x = norm->in, src.norm = norm->weight, src.x_row0 = norm->in_row_offset, src.eps = norm->eps;
+      if (swiglu) src.x = swiglu->gate, src.up = swiglu->up;
+      xin = aux = e.q8_copy(src);
+      input = 0, x_row0 = 0;  // the quantizer made the input rows
+    }
+    if (input == 1) e.note_variant("fused rmsnorm input");
+    if (input == 2) e.note_variant("fused swiglu input");
+    if (q8 && norm) e.note_variant("fused rmsnorm input (quantize_q8)");
+    if (q8 && swiglu) e.note_variant("fused swiglu input (quantize_q8)");
     // 2 rows per workgroup of 64 (or the subgroup size): an expert's rows are short (768 columns in Qwen3-30B-A3B),
     // so 128 invocations left many idle. H200 tg128 (t/s) by workgroup x rows, Qwen3-30B-A3B-shaped Q4_K_M /
     // gpt-oss-20b-shaped MXFP4: 128x2 216 / 240, 64x2 227 / 240, 32x4 229 / 239, 64x4 222 / 239, 256x2 182 / 229.
@@ -144,20 +174,21 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op) {
     uint32_t local = std::max<uint32_t>(64, e.info().subgroup_size), rows_per_group = 2;
     if (const auto shape = matvec_shape_from_env("GRETA_VK_MOE_MATVEC", e.info()))
       std::tie(local, rows_per_group) = *shape;
-    const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, 0u}, {3, 0u}, {4, 1u}});
+    const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, 0u}, {3, input}, {4, 1u}});
     const struct {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
       uint32_t k, per_slot, has_bias;
     } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(op.out_features, "out features"),
-           to_u32(op.in_features, "in features"), 0u, to_u32(op.out_features, "out features"), 0u, 0.f,
+           to_u32(op.in_features, "in features"), 0u, to_u32(op.out_features, "out features"), x_row0, eps,
            to_u32(op.k, "k"), op.per_slot_input ? 1u : 0u, op.bias != engine::kNoWeight ? 1u : 0u};
     const uint32_t row_groups = to_u32((op.out_features + rows_per_group - 1) / rows_per_group, "row groups");
-    e.dispatch(p, {w.matrix.chunk(0).span(), xin, out, xin, experts, bias}, as_push(push),
+    e.dispatch(p, {w.matrix.chunk(0).span(), xin, out, aux, experts, bias}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), uint32_t(slots), 1});
     e.note_variant(cat(slots, " slots"));
     return;
   }
+  GRETA_CHECK(!fused || (!fused->norm && !fused->swiglu), w.name, ": a fused input outside the block-wise kernels");
   if (op.n_tokens <= kMoeMatvecMaxTokens || op.in_features % 4 != 0) {
     if (uint64_t(slots) > e.info().max_workgroup_count[1]) fail("vk: moe_matmul over ", slots, " slots");
     constexpr uint32_t kLocal = 128, kRows = 2;  // the dense matvec's shape (op_matvec.cpp)

@@ -377,7 +377,12 @@ private:
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
-    const std::vector<OpRecord> records = plan_records(p.plan(), range, *options_.fusions, options_.matmul);
+    const MoeInputCheck moe_takes_input = [&](const engine::MoeMatMulOp& op) {
+      const DeviceWeight& w = weights_[size_t(op.weight)];
+      return moe_matvec_takes_input(context_->info(), op, w.type, w.matrix.chunk_count());
+    };
+    const std::vector<OpRecord> records =
+        plan_records(p.plan(), range, *options_.fusions, options_.matmul, moe_takes_input);
     slot->record([&](Recorder& r) {
       OpEncoder e(r, resources);
       // Barriers only where an op depends on one since the last barrier (read-after-write, write-after-read,
@@ -403,6 +408,8 @@ private:
         e.begin_op(i, &p.variants[i]);
         if (rec.kind == OpRecord::Kind::rope_kv) {
           encode_rope_kv(e, *rec.rope_kv);
+        } else if (rec.kind == OpRecord::Kind::moe_matmul) {
+          encode_moe_matmul(e, std::get<engine::MoeMatMulOp>(ops[i].op), &*rec.moe);
         } else if (rec.kind == OpRecord::Kind::combine_residual) {
           encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
