@@ -49,6 +49,10 @@ float read_f16(uint byte) { return unpackHalf2x16(read_u16(byte)).x; }
 // The four bytes of w as uvec4(byte 0, byte 1, byte 2, byte 3), i.e. the codes of 4 consecutive elements.
 uvec4 dq_bytes(uint w) { return (uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu; }
 
+// The 4-bit codes of elements j..j+3 (j % 4 == 0) of a 32-element run whose 16 code bytes start at byte qs, laid out
+// as ggml's Q4_0: element j < 16 is the low nibble of byte j, element j >= 16 the high nibble of byte j - 16.
+uvec4 dq_nibbles4(uint qs, uint j) { return dq_bytes(read_u32_unaligned(qs + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu; }
+
 // ---- unquantized ---------------------------------------------------------------------------------------------------
 
 #if defined(WTYPE_F32)
@@ -92,7 +96,7 @@ vec4 dequant4(uint row_byte, uint e) {
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 5) * 18u, j = e & 31u;
   const float d = read_f16(blk);
-  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 2u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  const uvec4 q = dq_nibbles4(blk + 2u, j);
   precise const vec4 w = vec4(ivec4(q) - 8) * d;
   return w;
 }
@@ -104,7 +108,7 @@ vec4 dequant4(uint row_byte, uint e) {
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 5) * 20u, j = e & 31u;
   const vec2 dm = unpackHalf2x16(read_u32_unaligned(blk));
-  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 4u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  const uvec4 q = dq_nibbles4(blk + 4u, j);
   precise const vec4 w = vec4(q) * dm.x + dm.y;
   return w;
 }
@@ -276,7 +280,7 @@ vec4 dq_lut(uvec4 q) { return vec4((ivec4(dq_lut_bytes(q)) << 24) >> 24); }
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 5) * 18u, j = e & 31u;
   const float d = read_f16(blk);
-  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 2u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  const uvec4 q = dq_nibbles4(blk + 2u, j);
   precise const vec4 w = d * dq_lut(q);
   return w;
 }
@@ -291,7 +295,7 @@ vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 8) * 136u, j = e & 255u, s = j / 32u, l = j & 31u;
   const float d = read_f16(blk);
   const uint ls = ((read_u8(blk + 4u + s / 2u) >> (4u * (s & 1u))) & 0x0Fu) | (((read_u16(blk + 2u) >> (2u * s)) & 3u) << 4);
-  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 8u + 16u * s + (l & 15u)) >> (l & 16u) / 4u) & 0x0Fu;
+  const uvec4 q = dq_nibbles4(blk + 8u + 16u * s, l);
   precise const float dl = d * float(int(ls) - 32);
   precise const vec4 w = dl * dq_lut(q);
   return w;
@@ -308,7 +312,7 @@ float dq_e8m0_half(uint e) { return uintBitsToFloat(e < 2u ? 0x00200000u << e : 
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 5) * 17u, j = e & 31u;
   const float d = dq_e8m0_half(read_u8(blk));
-  const uvec4 q = dq_bytes(read_u32_unaligned(blk + 1u + (j & 15u)) >> (j & 16u) / 4u) & 0x0Fu;
+  const uvec4 q = dq_nibbles4(blk + 1u, j);
   precise const vec4 w = dq_lut(q) * d;
   return w;
 }

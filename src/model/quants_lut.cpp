@@ -12,18 +12,24 @@ namespace greta::model::detail {
 
 namespace {
 
+// The 32 weights of one run of 16 code bytes (low nibbles first, as Q4_0's): scale * table[code]. IEEE products
+// commute exactly, so this is also ggml's table[code] * scale for MXFP4.
+template <class Table>
+void decode_lut32(const uint8_t* qs, float scale, const Table& table, float* w) {
+  for (int j = 0; j < 16; ++j) {
+    w[j] = scale * float(table[qs[j] & 0x0F]);
+    w[j + 16] = scale * float(table[qs[j] >> 4]);
+  }
+}
+
 struct DecodeIQ4_NL {
   using Block = BlockIQ4_NL;
   template <class Sink>
   static void decode(const Block* blocks, int64_t n_blocks, Sink& sink) {
     for (int64_t i = 0; i < n_blocks; ++i) {
       const Block& b = blocks[i];
-      const float d = load_half(b.d);
       float w[32];
-      for (int j = 0; j < 16; ++j) {
-        w[j] = d * float(kIq4nlValues[b.qs[j] & 0x0F]);
-        w[j + 16] = d * float(kIq4nlValues[b.qs[j] >> 4]);
-      }
+      decode_lut32(b.qs, load_half(b.d), kIq4nlValues, w);
       sink.put32(i * 32, w);
     }
   }
@@ -37,13 +43,8 @@ struct DecodeIQ4_XS {
       const Block& b = blocks[i];
       const float d = load_half(b.d);
       for (int s = 0; s < 8; ++s) {
-        const float dl = d * float(unpack_scale_iq4_xs(b, s) - 32);
-        const uint8_t* q = b.qs + 16 * s;
         float w[32];
-        for (int j = 0; j < 16; ++j) {
-          w[j] = dl * float(kIq4nlValues[q[j] & 0x0F]);
-          w[j + 16] = dl * float(kIq4nlValues[q[j] >> 4]);
-        }
+        decode_lut32(b.qs + 16 * s, d * float(unpack_scale_iq4_xs(b, s) - 32), kIq4nlValues, w);
         sink.put32(i * 256 + 32 * s, w);
       }
     }
@@ -56,12 +57,8 @@ struct DecodeMXFP4 {
   static void decode(const Block* blocks, int64_t n_blocks, Sink& sink) {
     for (int64_t i = 0; i < n_blocks; ++i) {
       const Block& b = blocks[i];
-      const float d = e8m0_to_float_half(b.e);
       float w[32];
-      for (int j = 0; j < 16; ++j) {
-        w[j] = float(kMxfp4Values[b.qs[j] & 0x0F]) * d;
-        w[j + 16] = float(kMxfp4Values[b.qs[j] >> 4]) * d;
-      }
+      decode_lut32(b.qs, e8m0_to_float_half(b.e), kMxfp4Values, w);
       sink.put32(i * 32, w);
     }
   }

@@ -221,9 +221,9 @@ struct MoeFusedInput {
   std::optional<engine::GluOp> swiglu;
 };
 void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused = nullptr);
-// Whether encode_moe_matmul takes `op` (a decode step) on the block-wise matvec kernels, which can make a fused input.
-bool moe_matvec_takes_input(const DeviceInfo& info, const engine::MoeMatMulOp& op, model::GgmlType weight_type,
-                            size_t weight_chunks);
+// Whether encode_moe_matmul takes `op` (a decode step: quantized experts in one buffer, rows a multiple of 32) on the
+// block-wise matvec kernels, which can make a fused input.
+bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weight_type, size_t weight_chunks);
 // accumulate: out += the combination (the residual add that consumed it).
 void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate = false);
 

@@ -114,8 +114,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     while (tokens_per_group < 8 && op.n_tokens % (2 * tokens_per_group) == 0) tokens_per_group *= 2;
   rows_per_group = std::max<uint32_t>(1, std::min(rows_per_group, 8 / tokens_per_group));
   const BufferSpan out = e.buffer(op.out);
-  const bool kernel_bias = args.bias.has_value();
-  BufferSpan bias = out;
+  BufferSpan bias = out;  // a stand-in binding when there is no bias (BIAS off: never read)
   if (args.bias) {
     const DeviceWeight& b = e.weight(*args.bias);
     GRETA_CHECK(b.rows == 1 && b.cols == op.out_features, b.name, ": bias of ", b.cols, " for ", op.out_features, " rows");
@@ -129,11 +128,11 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
            to_u32(op.out_features, "out features"), x_row0, eps};
     const auto& p = q8 || block ? e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
-                                                  {4, tokens_per_group}, {5, kernel_bias}})
+                                                  {4, tokens_per_group}, {5, args.bias.has_value()}})
                                 : e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
-                                                  {5, kernel_bias}});
+                                                  {5, args.bias.has_value()}});
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
-    e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, kernel_bias ? bias : out}, as_push(push),
+    e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
   }
   if (args.bias) e.note_variant("fused bias");

@@ -90,8 +90,7 @@ void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op) {
                      op.normalize ? ", normalized)" : ")"));
 }
 
-bool moe_matvec_takes_input(const DeviceInfo& info, const engine::MoeMatMulOp& op, model::GgmlType weight_type,
-                            size_t weight_chunks) {
+bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weight_type, size_t weight_chunks) {
   const MoeVariants& v = moe_variants(weight_type);
   return v.block.has_value() && weight_chunks == 1 && op.in_features % 32 == 0 && op.n_tokens <= kMoeMatvecMaxTokens;
 }
@@ -132,10 +131,8 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
 
   // Decode on the block-wise matvec kernels (matvec_block.comp, MOE): int8 activations where the device has integer
   // dot products, as the dense decode matvecs. A weight split over several buffers keeps moe_matvec below.
-  const bool whole = w.matrix.chunk_count() == 1 && op.in_features % 32 == 0;
-  const bool q8 = whole && v.q8 && e.q8_matvec() && shader_available(*v.q8);
-  const bool block = whole && v.block;
-  if (op.n_tokens <= kMoeMatvecMaxTokens && (q8 || block)) {
+  if (moe_matvec_takes_input(op, w.type, w.matrix.chunk_count())) {
+    const bool q8 = v.q8 && e.q8_matvec() && shader_available(*v.q8);
     if (uint64_t(slots) > e.info().max_workgroup_count[1]) fail("vk: moe_matmul over ", slots, " slots");
     const ShaderId id = q8 ? *v.q8 : *v.block;
     e.note_variant(shader_blob(id).name);

@@ -379,7 +379,7 @@ private:
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
     const MoeInputCheck moe_takes_input = [&](const engine::MoeMatMulOp& op) {
       const DeviceWeight& w = weights_[size_t(op.weight)];
-      return moe_matvec_takes_input(context_->info(), op, w.type, w.matrix.chunk_count());
+      return moe_matvec_takes_input(op, w.type, w.matrix.chunk_count());
     };
     const std::vector<OpRecord> records =
         plan_records(p.plan(), range, *options_.fusions, options_.matmul, moe_takes_input);
