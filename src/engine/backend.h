@@ -32,6 +32,11 @@ struct WeightDesc {
   int64_t rows = 0, cols = 0;
   const void* data = nullptr;
   uint64_t bytes = 0;
+  // Set when `data` lies in a memory-mapped file: a backend that copied the bytes into memory of its own calls it
+  // (release(data, bytes)) so the file's pages leave the process's resident memory; they are read from the file
+  // again if anything touches them later. On an integrated GPU the copy is in the same RAM: without this, loading
+  // would hold the model twice.
+  void (*release)(const void* data, uint64_t bytes) = nullptr;
 };
 
 // A plan made ready on one backend. Backends derive from it to keep their buffers and recorded work.

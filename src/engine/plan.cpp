@@ -178,6 +178,31 @@ std::vector<BufferId> read_buffers(const PlanOp& op) {
       op.op);
 }
 
+void for_each_ref(OpVariant& op, const std::function<void(BufferId&)>& buffer,
+                  const std::function<void(WeightId&)>& weight) {
+  std::visit(
+      [&](auto& o) {
+        using T = std::decay_t<decltype(o)>;
+        const auto buffers = [&](auto&... ids) { (buffer(ids), ...); };
+        const auto weights = [&](auto&... ids) { (weight(ids), ...); };
+        if constexpr (std::is_same_v<T, EmbedOp>) buffers(o.tokens, o.out), weights(o.table);
+        else if constexpr (std::is_same_v<T, RmsNormOp>) buffers(o.in, o.out), weights(o.weight);
+        else if constexpr (std::is_same_v<T, MatMulOp>) buffers(o.in, o.out), weights(o.weight);
+        else if constexpr (std::is_same_v<T, AddBiasOp>) buffers(o.x), weights(o.bias);
+        else if constexpr (std::is_same_v<T, RopeOp>) buffers(o.x, o.positions), weights(o.freq_factors);
+        else if constexpr (std::is_same_v<T, KvWriteOp>) buffers(o.src, o.cache, o.rows);
+        else if constexpr (std::is_same_v<T, AttentionOp>)
+          buffers(o.q, o.k_cache, o.v_cache, o.positions, o.seq, o.page_table, o.out), weights(o.sinks);
+        else if constexpr (std::is_same_v<T, GluOp>) buffers(o.gate, o.up, o.out);
+        else if constexpr (std::is_same_v<T, GatherRowsOp>) buffers(o.in, o.rows, o.out);
+        else if constexpr (std::is_same_v<T, MoeRouteOp>) buffers(o.logits, o.experts, o.weights);
+        else if constexpr (std::is_same_v<T, MoeMatMulOp>) buffers(o.in, o.experts, o.out), weights(o.weight, o.bias);
+        else if constexpr (std::is_same_v<T, MoeCombineOp>) buffers(o.in, o.weights, o.out);
+        else buffers(o.x, o.y);  // AddOp
+      },
+      op);
+}
+
 std::string Plan::describe() const {
   std::ostringstream os;
   os << "plan: " << shape.n_tokens << " token(s) of up to " << shape.n_seqs << " sequence(s), " << n_logit_rows

@@ -15,6 +15,7 @@
 // weight row r, out[t, r] = dot(weight row r, in row t).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <variant>
@@ -394,5 +395,9 @@ std::vector<BufferRegion> written_regions(const PlanOp& op, const StepInput& ste
 BufferId written_buffer(const PlanOp& op);
 // The buffers an op reads (for verify's resync and for backends that track hazards).
 std::vector<BufferId> read_buffers(const PlanOp& op);
+// Calls `buffer` on every BufferId field of an op and `weight` on every WeightId field (kNoWeight ones too), by
+// reference: for code that moves ops into another plan and renumbers them (engine/split_backend.cpp).
+void for_each_ref(OpVariant& op, const std::function<void(BufferId&)>& buffer,
+                  const std::function<void(WeightId&)>& weight);
 
 }  // namespace greta::engine

@@ -468,6 +468,15 @@ const GgufTensor* GgufFile::find_tensor(std::string_view name) const {
   return it == impl_->tensor_index.end() ? nullptr : &impl_->tensors[it->second];
 }
 
+bool GgufFile::file_mapped() const { return impl_->mapping.data() != nullptr; }
+
+void release_mapped_pages(const void* data, uint64_t bytes) {
+  const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+  const uint64_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+  const uint64_t end = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
 namespace {
 [[noreturn]] void type_mismatch(const std::string& path, std::string_view key, const GgufValue& v, const char* want) {
   std::string got = gguf_type_name(v.type);

@@ -60,6 +60,12 @@ struct GgufTensor {
   uint64_t rows() const { return dims.empty() ? 1 : n_elements / dims[0]; }
 };
 
+// Gives back the whole pages inside [data, data + bytes) of a read-only file mapping (madvise MADV_DONTNEED): they leave
+// the process's resident memory and are read from the file again if touched. For backends that copied weights into
+// memory of their own (on an integrated GPU, the same RAM), so that loading does not hold the model twice. Only for
+// ranges of a GgufFile whose file_mapped() is true; anything else would lose its contents.
+void release_mapped_pages(const void* data, uint64_t bytes);
+
 class GgufFile {
 public:
   // Memory-maps and validates. Files ending in ".xz" are decompressed into memory first (vocabulary-only fixtures).
@@ -92,6 +98,9 @@ public:
 
   const std::vector<GgufTensor>& tensors() const;
   const GgufTensor* find_tensor(std::string_view name) const;
+  // True when the tensor data is the memory-mapped file itself (open() of a plain file), whose pages the process may
+  // give back (release_mapped_pages) and read again from the file; false for bytes held in memory.
+  bool file_mapped() const;
 
 private:
   struct Impl;

@@ -141,6 +141,19 @@ uint64_t DeviceInfo::device_local_bytes() const {
   return best;
 }
 
+bool DeviceInfo::unified_memory() const {
+  if (type != VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU && type != VK_PHYSICAL_DEVICE_TYPE_CPU) return false;
+  const uint64_t largest = device_local_bytes();
+  return std::any_of(heaps.begin(), heaps.end(),
+                     [&](const MemoryHeapInfo& h) { return h.device_local && h.size == largest && h.host_visible; });
+}
+
+uint64_t DeviceInfo::unified_bytes() const {
+  uint64_t total = 0;
+  for (const auto& h : heaps) total += h.budget_known ? h.budget : h.size;
+  return total;
+}
+
 DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, uint32_t index) {
   DeviceInfo info;
   info.index = index;

@@ -109,6 +109,11 @@ struct DeviceInfo {
   std::string api_version_string() const;  // "1.3.230"
   bool supports_coopmat(uint32_t m, uint32_t n, uint32_t k, VkComponentTypeKHR ab, VkComponentTypeKHR acc) const;
   uint64_t device_local_bytes() const;  // the largest device-local heap
+  // An integrated GPU or a CPU device (lavapipe) whose device-local memory the host can map: system RAM on both
+  // sides. Weights are written straight into device memory (no staging copy), and every heap counts towards what
+  // the device can hold (unified_bytes), since all of them are the same RAM.
+  bool unified_memory() const;
+  uint64_t unified_bytes() const;  // the heaps' budgets (VK_EXT_memory_budget), else their sizes, added up
 };
 
 // Facts about one physical device of `instance`.

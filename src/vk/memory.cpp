@@ -18,6 +18,7 @@ const char* use_name(MemoryUse use) {
     case MemoryUse::device: return "device-local";
     case MemoryUse::upload: return "upload staging";
     case MemoryUse::readback: return "readback staging";
+    case MemoryUse::device_mapped: return "device-local, mapped";
   }
   return "?";
 }
@@ -33,6 +34,11 @@ VmaAllocationCreateInfo allocation_info(MemoryUse use, bool within_budget) {
     case MemoryUse::upload:
       info.usage = VMA_MEMORY_USAGE_AUTO_PREFER_HOST;
       info.flags = VMA_ALLOCATION_CREATE_HOST_ACCESS_SEQUENTIAL_WRITE_BIT | VMA_ALLOCATION_CREATE_MAPPED_BIT;
+      break;
+    case MemoryUse::device_mapped:
+      info.usage = VMA_MEMORY_USAGE_AUTO_PREFER_DEVICE;
+      info.flags = VMA_ALLOCATION_CREATE_HOST_ACCESS_SEQUENTIAL_WRITE_BIT | VMA_ALLOCATION_CREATE_MAPPED_BIT;
+      if (within_budget) info.flags |= VMA_ALLOCATION_CREATE_WITHIN_BUDGET_BIT;
       break;
     case MemoryUse::readback:
       info.usage = VMA_MEMORY_USAGE_AUTO_PREFER_HOST;
@@ -71,12 +77,15 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     use_ = other.use_;
     mapped_ = std::exchange(other.mapped_, nullptr);
+    device_bytes_ = std::exchange(other.device_bytes_, nullptr);
   }
   return *this;
 }
 
 void Buffer::release() {
   if (buffer_ != VK_NULL_HANDLE) vmaDestroyBuffer(allocator_, buffer_, allocation_);
+  if (device_bytes_) *device_bytes_ -= size_;
+  device_bytes_ = nullptr;
   buffer_ = VK_NULL_HANDLE;
   allocation_ = nullptr;
   mapped_ = nullptr;
@@ -232,6 +241,12 @@ Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string&
          " but heap ", heap, " has only ", format_bytes(double(b.size)), " (budget ", format_bytes(double(b.budget)),
          ", in use ", format_bytes(double(b.usage)), ")");
 
+  const bool device_use = use == MemoryUse::device || use == MemoryUse::device_mapped;
+  if (device_use && device_limit_ > 0 && device_bytes_in_use() + size > device_limit_)
+    fail("out of device memory allocating ", quoted(name), " on ", context_->info().name, ": requested ",
+         format_bytes(double(size)), ", in use ", format_bytes(double(device_bytes_in_use())), " of the ",
+         format_bytes(double(device_limit_)), " the device memory limit allows");
+
   const VkBufferCreateInfo bi = buffer_info(size);
   const VmaAllocationCreateInfo ai = allocation_info(use, context_->features().memory_budget);
   VkBuffer buffer = VK_NULL_HANDLE;
@@ -249,6 +264,10 @@ Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string&
   out.size_ = size;
   out.use_ = use;
   out.mapped_ = use == MemoryUse::device ? nullptr : info.pMappedData;
+  if (device_use) {
+    out.device_bytes_ = device_bytes_.get();
+    *out.device_bytes_ += size;
+  }
   if (use != MemoryUse::device) GRETA_CHECK(out.mapped_ != nullptr, "VMA returned an unmapped staging buffer");
   if (!name.empty()) {
     vmaSetAllocationName(allocator_, allocation, name.c_str());
@@ -257,9 +276,11 @@ Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string&
   return out;
 }
 
-SplitBuffer Allocator::create_split_buffer(uint64_t size, uint64_t granule, const std::string& name) {
+SplitBuffer Allocator::create_split_buffer(uint64_t size, uint64_t granule, const std::string& name, MemoryUse use) {
   if (size == 0) fail("cannot create split ", quoted(name), " of 0 bytes");
-  const uint64_t device_local = context_->info().device_local_bytes();
+  const DeviceInfo& info = context_->info();
+  const uint64_t device_local = use == MemoryUse::device_mapped && info.unified_memory() ? info.unified_bytes()
+                                                                                         : info.device_local_bytes();
   if (device_local && size > device_local)
     fail("cannot allocate split ", quoted(name), ": requested ", format_bytes(double(size)), " (", size,
          " bytes) but the largest device-local heap has only ", format_bytes(double(device_local)));
@@ -270,7 +291,7 @@ SplitBuffer Allocator::create_split_buffer(uint64_t size, uint64_t granule, cons
   const auto sizes = plan_chunks(size, granule, max_chunk_bytes());
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string chunk_name = sizes.size() == 1 ? name : cat(name.empty() ? "split" : name, "[", i, "]");
-    out.chunks_.push_back(create_buffer(sizes[i], MemoryUse::device, chunk_name));
+    out.chunks_.push_back(create_buffer(sizes[i], use, chunk_name));
     out.offsets_.push_back(offset);
     offset += sizes[i];
   }

@@ -12,6 +12,7 @@
 #include <volk.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,6 +28,9 @@ enum class MemoryUse {
   device,    // device-local; kernels read and write it; filled and read back through Transfer
   upload,    // host-visible, persistently mapped: staging for host -> device
   readback,  // host-visible, persistently mapped, cached when possible: staging for device -> host
+  // Unified memory (DeviceInfo::unified_memory): host-visible, persistently mapped, device-local when a heap has
+  // room; the host writes weights straight in (no staging). Counted as device memory.
+  device_mapped,
 };
 
 // A bindable byte range of one VkBuffer (what a descriptor binding covers).
@@ -69,6 +73,7 @@ private:
   uint64_t size_ = 0;
   MemoryUse use_ = MemoryUse::device;
   void* mapped_ = nullptr;
+  uint64_t* device_bytes_ = nullptr;  // the allocator's count of device-local bytes, for device buffers
 };
 
 // How a logical size is cut into chunks: every chunk but the last holds `chunk_bytes` (a multiple of the granule and
@@ -123,10 +128,18 @@ public:
   Buffer create_buffer(uint64_t size, MemoryUse use, const std::string& name = "");
   // A device-local logical buffer of `size` bytes in chunks of whole granules, each chunk within both the binding
   // range and the allocation size limit.
-  SplitBuffer create_split_buffer(uint64_t size, uint64_t granule, const std::string& name = "");
+  SplitBuffer create_split_buffer(uint64_t size, uint64_t granule, const std::string& name = "",
+                                  MemoryUse use = MemoryUse::device);
 
   // The largest chunk create_split_buffer makes: min(binding range, allocation size), before granule rounding.
   uint64_t max_chunk_bytes() const;
+  // Caps the device-local bytes this allocator's buffers may hold at once (0: no cap): a device-local buffer that would
+  // pass it fails as out-of-memory does, naming the limit. Tests and `--device-memory-limit` use it to act as a
+  // smaller GPU.
+  void set_device_limit(uint64_t bytes) { device_limit_ = bytes; }
+  uint64_t device_limit() const { return device_limit_; }
+  // Bytes held by this allocator's live device buffers (MemoryUse::device; staging buffers are not counted).
+  uint64_t device_bytes_in_use() const { return *device_bytes_; }
   std::vector<HeapBudget> budgets() const;
   Context& context() const { return *context_; }
 
@@ -136,6 +149,9 @@ private:
 
   Context* context_;
   VmaAllocator_T* allocator_ = nullptr;
+  uint64_t device_limit_ = 0;
+  // Behind a pointer so that buffers can count themselves out when destroyed (buffers never outlive the allocator).
+  std::unique_ptr<uint64_t> device_bytes_ = std::make_unique<uint64_t>(0);
 };
 
 }  // namespace greta::vk

@@ -83,6 +83,9 @@ struct TestResult {
   double mean = 0, stddev = 0;
   std::map<std::string, double> op_seconds;  // per op kind, summed over the timed runs (--profile)
   double device_fraction = 0;                 // device busy time / wall time of the timed runs (--profile)
+  // A model spread over several backends: the hand-offs between them during the timed runs, and those runs' time.
+  int64_t crossings = 0;
+  double crossing_s = 0, wall_s = 0;
 };
 
 void summarize(TestResult& r) {
@@ -190,7 +193,8 @@ void print_profile(std::FILE* out, const std::vector<TestResult>& results) {
 
 class Bench {
 public:
-  Bench(engine::Engine& engine, bool profile) : engine_(engine), profile_(profile) {}
+  Bench(engine::Engine& engine, bool profile, const engine::SplitBackend* split)
+      : engine_(engine), profile_(profile), split_(split) {}
 
   TestResult run(bool decode, int64_t n, int64_t depth, int64_t repetitions) {
     TestResult r;
@@ -213,6 +217,7 @@ public:
     double wall = 0;
     for (int64_t rep = 0; rep < repetitions; ++rep) {
       start_context();
+      const engine::CrossingStats before = split_ ? split_->crossings() : engine::CrossingStats{};
       const auto start = std::chrono::steady_clock::now();
       if (decode) {
         for (model::TokenId t : tokens) engine_.decode(t);
@@ -220,9 +225,14 @@ public:
         engine_.prefill(tokens);
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (split_) {
+        r.crossings += split_->crossings().copies - before.copies;
+        r.crossing_s += split_->crossings().seconds - before.seconds;
+      }
       r.samples.push_back(double(n) / std::max(seconds, 1e-9));
       wall += seconds;
     }
+    r.wall_s = wall;
     if (profile_) {
       r.op_seconds = collect_op_seconds(engine_);
       r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
@@ -240,7 +250,19 @@ private:
   }
   engine::Engine& engine_;
   bool profile_;
+  const engine::SplitBackend* split_;
 };
+
+// Where the parts of a spread model live and what crossing between them cost in each test.
+void print_crossings(std::FILE* out, const std::string& placement, const std::vector<TestResult>& results) {
+  std::fprintf(out, "\nlayer split: %s\n| test | hand-offs per run | crossing ms per run | share of the run |\n"
+                    "| --- | ---: | ---: | ---: |\n", placement.c_str());
+  for (const TestResult& r : results) {
+    const double runs = double(std::max<size_t>(r.samples.size(), 1));
+    std::fprintf(out, "| %s | %s | %s | %s%% |\n", r.name.c_str(), fixed(double(r.crossings) / runs, 0).c_str(),
+                 fixed(r.crossing_s * 1e3 / runs, 3).c_str(), fixed(r.wall_s > 0 ? 100 * r.crossing_s / r.wall_s : 0, 1).c_str());
+  }
+}
 
 }  // namespace
 
@@ -297,7 +319,7 @@ int cmd_bench(int argc, char** argv) {
                          (context.n_experts > 0 ? expert_bytes / uint64_t(context.n_experts) *
                                                       uint64_t(context.n_experts_used) : 0);
 
-  Bench bench(engine, profile);
+  Bench bench(engine, profile, loaded.split);
   std::vector<TestResult> results;
   for (int64_t d : depths) {
     for (int64_t p : prompt_sizes)
@@ -310,6 +332,7 @@ int cmd_bench(int argc, char** argv) {
   else if (output == "csv") print_csv(context, results);
   else print_json(context, results);
   if (profile && output != "json") print_profile(output == "md" ? stdout : stderr, results);
+  if (loaded.split) print_crossings(output == "md" ? stdout : stderr, loaded.split->placement().describe(), results);
   trace.write();
   return 0;
 }

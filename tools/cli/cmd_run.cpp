@@ -237,6 +237,8 @@ int cmd_run(int argc, char** argv) {
                format_rate(t.prefill_tokens_per_s()).c_str(), format_rate(t.decode_tokens_per_s()).c_str(),
                static_cast<long long>(t.decode_tokens), t.decode_tokens == 1 ? "token" : "tokens", t.load_s * 1e3,
                static_cast<unsigned long long>(sampling.seed), stop);
+  if (const std::string crossings = describe_crossings(loaded); !crossings.empty())
+    std::fprintf(stderr, "%s\n", crossings.c_str());
   if (result.stop == engine::StopReason::ContextFull)
     std::fprintf(stderr, "context full: generation stopped at the context size of %lld tokens (use a larger --ctx)\n",
                  static_cast<long long>(n_ctx));

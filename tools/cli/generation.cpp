@@ -156,12 +156,13 @@ ModelFiles read_model(const std::string& path) {
 }
 
 LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const engine::EngineOptions& options) {
-  BackendChoice choice = create_backend(backend);
+  BackendChoice choice = create_model_backend(backend, files.config, engine::map_weights(files.file, files.config), options);
   std::fprintf(stderr, "%s\n", describe_backend(choice).c_str());
+  if (!choice.placement.empty()) std::fprintf(stderr, "placement: %s\n", choice.placement.c_str());
   LoadProgress progress(files.file.path());
   LoadedModel loaded{engine::Engine(std::move(files.file), std::move(files.config), std::move(files.tokenizer),
                                     std::move(choice.backend), options),
-                     choice.kind, choice.device, 0};
+                     choice.kind, choice.device, 0, choice.split};
   loaded.load_s = files.open_s + loaded.engine.timings().load_s;
   const engine::Engine& e = loaded.engine;
   const int64_t trained = e.config().context_length;
@@ -174,6 +175,14 @@ LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const en
                trained > e.context_size() ? cat(" (trained for ", trained, "; --ctx to change)").c_str() : "",
                engine::elem_type_name(e.options().kv_type), format_bytes(double(budget)).c_str());
   return loaded;
+}
+
+std::string describe_crossings(const LoadedModel& loaded) {
+  if (!loaded.split) return "";
+  const engine::CrossingStats& c = loaded.split->crossings();
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.1f ms", c.seconds * 1e3);
+  return cat("crossing devices: ", c.copies, " hand-offs, ", format_bytes(double(c.bytes)), ", ", ms);
 }
 
 void clear_op_seconds(engine::Engine& engine) {

@@ -53,6 +53,7 @@ WeightId WeightMapper::add(const std::string& name, std::initializer_list<int64_
   desc.cols = cols;
   desc.data = t->data;
   desc.bytes = t->n_bytes;
+  if (file_.file_mapped()) desc.release = &model::release_mapped_pages;
   GRETA_CHECK(desc.bytes == model::row_bytes(t->type, uint64_t(cols)) * uint64_t(rows), name);
   weights_.table.push_back(std::move(desc));
   return WeightId(weights_.table.size() - 1);
@@ -86,6 +87,7 @@ WeightId WeightMapper::row_slice(const std::string& name, int64_t total_rows, in
   const uint64_t row_bytes = model::row_bytes(t->type, uint64_t(cols));
   desc.data = static_cast<const uint8_t*>(t->data) + uint64_t(first) * row_bytes;
   desc.bytes = uint64_t(count) * row_bytes;
+  if (file_.file_mapped()) desc.release = &model::release_mapped_pages;
   weights_.table.push_back(std::move(desc));
   return WeightId(weights_.table.size() - 1);
 }

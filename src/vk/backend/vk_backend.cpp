@@ -77,6 +77,7 @@ public:
     co.cache_dir = options.cache_dir;
     context_ = Context::create(options.device, co);
     allocator_ = std::make_unique<Allocator>(*context_);
+    allocator_->set_device_limit(options.device_memory_limit);
     transfer_ = std::make_unique<Transfer>(*context_, *allocator_);
     pipelines_ = std::make_unique<Pipelines>(*context_);
     options_.matmul = matmul_from_env(options.matmul);
@@ -131,7 +132,11 @@ public:
                : GemmKernel::tiled;
   }
 
-  uint64_t memory_capacity() const override { return context_->info().device_local_bytes(); }
+  uint64_t memory_capacity() const override {
+    const DeviceInfo& info = context_->info();
+    const uint64_t device = info.unified_memory() ? info.unified_bytes() : info.device_local_bytes();
+    return options_.device_memory_limit > 0 ? std::min(device, options_.device_memory_limit) : device;
+  }
 
   void load_weights(std::span<const engine::WeightDesc> weights) override {
     GRETA_CHECK(weights_.empty(), "load_weights called twice");
@@ -139,8 +144,9 @@ public:
     for (const auto& d : weights) total += d.bytes;
     if (total > memory_capacity())
       fail("vk: the model's weights need ", format_bytes(double(total)), " but ", context_->info().name, " has ",
-           format_bytes(double(memory_capacity())), " of device memory (partial offload is not supported yet)");
+           format_bytes(double(memory_capacity())), " of device memory (--gpu-layers puts part of the model on the CPU)");
     weights_.resize(weights.size());
+    const bool unified = context_->info().unified_memory();
     uint64_t matrix_bytes = 0, f32_matrix_bytes = 0;
     for (size_t i = 0; i < weights.size(); ++i) {
       const engine::WeightDesc& d = weights[i];
@@ -161,11 +167,23 @@ public:
         model::dequantize_row(d.type, d.data, w.host_values.data(), d.cols);
         w.vector = allocator_->create_buffer(w.host_values.size() * sizeof(float), MemoryUse::device, d.name);
         transfer_->upload(w.vector, w.host_values);
+      } else if (unified) {
+        // Unified memory: straight from the mapped file into device memory the host can write, no staging copy.
+        w.matrix = allocator_->create_split_buffer((d.bytes + 3) & ~uint64_t(3), w.row_bytes, d.name,
+                                                   MemoryUse::device_mapped);
+        for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
+          const Buffer& chunk = w.matrix.chunk(c);
+          const uint64_t at = w.matrix.chunk_offset(c), n = std::min(chunk.size(), d.bytes - std::min(d.bytes, at));
+          std::memcpy(chunk.mapped(), static_cast<const uint8_t*>(d.data) + at, n);
+          chunk.flush(0, chunk.size());
+        }
       } else {
         // Whole rows per chunk; the total is padded to 4 bytes so the kernels' 32-bit reads stay inside the buffer.
         w.matrix = allocator_->create_split_buffer((d.bytes + 3) & ~uint64_t(3), w.row_bytes, d.name);
         transfer_->upload(w.matrix, 0, d.data, d.bytes);
       }
+      // The bytes are copied (upload() returns once they are in staging): the file's pages may go.
+      if (d.release) d.release(d.data, d.bytes);
     }
     // An F32 model keeps f32 activations in attention. The measure is bytes: the F32 routers and expert biases of a
     // quantized mixture of experts are a few megabytes of a many-gigabyte model and must not turn it off.

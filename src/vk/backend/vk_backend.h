@@ -46,6 +46,9 @@ struct VkBackendOptions {
   // Decode matvecs of quantized weights quantize their input to int8 per 32 elements and take integer dot products
   // (op_matvec.cpp), on devices with shaderIntegerDotProduct; GRETA_VK_MATVEC_Q8=0|1 overrides it.
   bool q8_activations = true;
+  // Device-local bytes the backend may use at most (0: the device's): its memory_capacity() and every allocation
+  // keep within it (`--device-memory-limit`, to run as a smaller GPU would).
+  uint64_t device_memory_limit = 0;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});

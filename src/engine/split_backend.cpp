@@ -1,0 +1,232 @@
+#include "engine/split_backend.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace greta::engine {
+
+namespace {
+
+// Consecutive ops of the model's plan on one backend, as a plan of that backend's.
+struct Segment {
+  int backend = 0;
+  size_t begin = 0, end = 0;                // [begin, end) op indices of the model's plan
+  std::unique_ptr<PreparedPlan> prepared;   // the backend's plan of those ops
+  std::vector<BufferId> local;              // [model BufferId] -> the segment plan's id; kNoBuffer: not used there
+  // Buffers the segment reads before writing them that an earlier segment (on another backend) wrote last: copied
+  // from that segment before this one runs.
+  struct Handoff {
+    BufferId buffer;
+    size_t from;  // segment index
+  };
+  std::vector<Handoff> handoffs;
+};
+
+class SplitPlan final : public PreparedPlan {
+public:
+  using PreparedPlan::PreparedPlan;
+  std::vector<Segment> segments;
+  std::vector<int> fresh;  // [model BufferId] the segment that last wrote it (-1: none since prepare)
+  std::vector<float> staging;
+};
+
+// Every buffer an op writes (MoE routing writes two).
+std::vector<BufferId> writes_of(const PlanOp& op) {
+  std::vector<BufferId> out = {written_buffer(op)};
+  if (const auto* r = std::get_if<MoeRouteOp>(&op.op)) out.push_back(r->experts);
+  return out;
+}
+
+bool handed_off(BufferRole role) { return role == BufferRole::Scratch || role == BufferRole::Logits; }
+
+}  // namespace
+
+SplitBackend::SplitBackend(std::vector<std::unique_ptr<Backend>> backends, Placement placement)
+    : backends_(std::move(backends)), placement_(std::move(placement)) {
+  GRETA_CHECK(!backends_.empty() && !placement_.layer_device.empty());
+  for (const auto& b : backends_) GRETA_CHECK(b != nullptr);
+  for (int d : placement_.layer_device)
+    GRETA_CHECK(d >= 0 && size_t(d) < backends_.size(), "placement names backend ", d, " of ", backends_.size());
+}
+
+SplitBackend::~SplitBackend() = default;
+
+std::string SplitBackend::name() const {
+  std::string out = "layer split over ";
+  for (size_t i = 0; i < backends_.size(); ++i) out += cat(i ? " + " : "", backends_[i]->name());
+  return out;
+}
+
+void SplitBackend::set_profiling(bool on) {
+  Backend::set_profiling(on);
+  for (auto& b : backends_) b->set_profiling(on);
+}
+
+void SplitBackend::load_weights(std::span<const WeightDesc> weights) {
+  GRETA_CHECK(weights_.empty() && !loaded_, "load_weights called twice");
+  weights_.assign(weights.begin(), weights.end());
+}
+
+int SplitBackend::backend_of(const Plan& plan, size_t index) const {
+  const std::vector<int>& at = placement_.layer_device;
+  const int layer = plan.ops[index].layer;
+  GRETA_CHECK(layer < int(at.size()), "op ", plan.ops[index].label, " of layer ", layer, " in a ", at.size(),
+              "-block placement");
+  if (layer >= 0) return at[size_t(layer)];
+  // Outside the blocks: the embedding before them goes with block 0, the output after them with the last block.
+  for (size_t i = 0; i < index; ++i)
+    if (plan.ops[i].layer >= 0) return at.back();
+  return at.front();
+}
+
+// Each backend loads the weights its ops use, renumbered in table order.
+void SplitBackend::load_children(const Plan& plan) {
+  std::vector<std::vector<uint8_t>> used(backends_.size(), std::vector<uint8_t>(weights_.size(), 0));
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    PlanOp op = plan.ops[i];
+    const size_t b = size_t(backend_of(plan, i));
+    for_each_ref(op.op, [](BufferId&) {}, [&](WeightId& w) {
+      if (w != kNoWeight) used[b].at(size_t(w)) = 1;
+    });
+  }
+  weight_ids_.assign(backends_.size(), std::vector<WeightId>(weights_.size(), kNoWeight));
+  for (size_t b = 0; b < backends_.size(); ++b) {
+    std::vector<WeightDesc> table;
+    for (size_t w = 0; w < weights_.size(); ++w)
+      if (used[b][w]) {
+        weight_ids_[b][w] = WeightId(table.size());
+        table.push_back(weights_[w]);
+      }
+    if (!table.empty()) backends_[b]->load_weights(table);
+  }
+  loaded_ = true;
+}
+
+std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
+  if (!loaded_) load_children(plan);
+  auto p = std::make_unique<SplitPlan>(plan);
+  const size_t n_buffers = plan.buffers.size();
+  p->fresh.assign(n_buffers, -1);
+
+  std::vector<int> last_writer(n_buffers, -1);       // segment index, while walking the segments in order
+  std::vector<int> persistent_owner(n_buffers, -1);  // backend
+  for (size_t begin = 0; begin < plan.ops.size();) {
+    Segment s;
+    s.backend = backend_of(plan, begin);
+    s.begin = begin;
+    s.end = begin + 1;
+    while (s.end < plan.ops.size() && backend_of(plan, s.end) == s.backend) ++s.end;
+    const size_t index = p->segments.size();
+
+    Plan sub;
+    sub.shape = plan.shape;
+    sub.vocab = plan.vocab;
+    sub.n_logit_rows = plan.n_logit_rows;
+    s.local.assign(n_buffers, kNoBuffer);
+    std::vector<uint8_t> written(n_buffers, 0);
+    const std::vector<WeightId>& weight_ids = weight_ids_[size_t(s.backend)];
+    for (size_t i = s.begin; i < s.end; ++i) {
+      const PlanOp& op = plan.ops[i];
+      for (BufferId b : read_buffers(op)) {
+        const bool needed = handed_off(plan.buffers[size_t(b)].role) && !written[size_t(b)] &&
+                            last_writer[size_t(b)] >= 0 && size_t(last_writer[size_t(b)]) != index;
+        const auto same = [&](const Segment::Handoff& h) { return h.buffer == b; };
+        if (needed && std::none_of(s.handoffs.begin(), s.handoffs.end(), same))
+          s.handoffs.push_back({b, size_t(last_writer[size_t(b)])});
+      }
+      for (BufferId b : writes_of(op)) written[size_t(b)] = 1;
+      PlanOp local = op;
+      for_each_ref(
+          local.op,
+          [&](BufferId& id) {
+            if (id == kNoBuffer) return;
+            const BufferDecl& decl = plan.buffers[size_t(id)];
+            if (decl.role == BufferRole::Persistent) {
+              int& owner = persistent_owner[size_t(id)];
+              GRETA_CHECK(owner < 0 || owner == s.backend, "persistent buffer ", decl.name, " used on two backends");
+              owner = s.backend;
+            }
+            if (s.local[size_t(id)] == kNoBuffer) {
+              s.local[size_t(id)] = BufferId(sub.buffers.size());
+              sub.buffers.push_back(decl);
+            }
+            id = s.local[size_t(id)];
+          },
+          [&](WeightId& w) {
+            if (w == kNoWeight) return;
+            const WeightId mapped = weight_ids[size_t(w)];
+            GRETA_CHECK(mapped != kNoWeight, "weight ", weights_[size_t(w)].name, " is not loaded on backend ",
+                        s.backend);
+            w = mapped;
+          });
+      sub.ops.push_back(std::move(local));
+    }
+    for (size_t b = 0; b < n_buffers; ++b)
+      if (written[b]) last_writer[b] = int(index);
+    const auto local_id = [&](BufferId id) { return id == kNoBuffer ? kNoBuffer : s.local[size_t(id)]; };
+    sub.tokens = local_id(plan.tokens);
+    sub.positions = local_id(plan.positions);
+    sub.logits = local_id(plan.logits);
+    s.prepared = backends_[size_t(s.backend)]->prepare(sub);
+    p->segments.push_back(std::move(s));
+    begin = p->segments.back().end;
+  }
+  return p;
+}
+
+void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange range) {
+  auto& p = dynamic_cast<SplitPlan&>(prepared);
+  const Plan& plan = p.plan();
+  GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
+  for (size_t index = 0; index < p.segments.size(); ++index) {
+    Segment& s = p.segments[index];
+    const size_t lo = std::max(range.begin, s.begin), hi = std::min(range.end, s.end);
+    if (lo >= hi) continue;
+    if (lo == s.begin && !s.handoffs.empty()) {  // the segment starts: bring in what the previous backend made
+      const auto start = std::chrono::steady_clock::now();
+      for (const Segment::Handoff& h : s.handoffs) {
+        const Segment& from = p.segments[h.from];
+        const int64_t elems = plan.buffers[size_t(h.buffer)].elems;
+        p.staging.resize(size_t(elems));
+        backends_[size_t(from.backend)]->read(*from.prepared, from.local[size_t(h.buffer)], 0, p.staging);
+        backends_[size_t(s.backend)]->write(*s.prepared, s.local[size_t(h.buffer)], 0, p.staging);
+        ++crossings_.copies;
+        crossings_.bytes += uint64_t(elems) * 4;
+      }
+      crossings_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    Backend& backend = *backends_[size_t(s.backend)];
+    backend.execute(*s.prepared, step, {lo - s.begin, hi - s.begin});
+    for (size_t i = lo; i < hi; ++i)
+      for (BufferId b : writes_of(plan.ops[i])) p.fresh[size_t(b)] = int(index);
+    if (profiling_) {  // the segment's op times and spans, under the model's op indices
+      std::vector<double>& seconds = s.prepared->mutable_op_seconds();
+      for (size_t i = 0; i < seconds.size(); ++i) p.mutable_op_seconds()[s.begin + i] += std::exchange(seconds[i], 0.0);
+      for (const PreparedPlan::OpSpan& span : s.prepared->op_spans())
+        p.op_spans().push_back({span.op + s.begin, span.start_ns, span.end_ns});
+      s.prepared->op_spans().clear();
+    }
+  }
+}
+
+void SplitBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
+  auto& p = dynamic_cast<SplitPlan&>(prepared);
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.fresh.size());
+  int at = p.fresh[size_t(buffer)];
+  for (size_t i = 0; at < 0 && i < p.segments.size(); ++i)
+    if (p.segments[i].local[size_t(buffer)] != kNoBuffer) at = int(i);
+  GRETA_CHECK(at >= 0, "buffer ", p.plan().buffers[size_t(buffer)].name, " is used by no op");
+  Segment& s = p.segments[size_t(at)];
+  backends_[size_t(s.backend)]->read(*s.prepared, s.local[size_t(buffer)], offset, dst);
+}
+
+void SplitBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
+  auto& p = dynamic_cast<SplitPlan&>(prepared);
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.fresh.size());
+  for (Segment& s : p.segments)  // every copy: whichever segment reads it next sees the new values
+    if (s.local[size_t(buffer)] != kNoBuffer) backends_[size_t(s.backend)]->write(*s.prepared, s.local[size_t(buffer)], offset, src);
+}
+
+}  // namespace greta::engine
