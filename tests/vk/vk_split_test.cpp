@@ -87,7 +87,8 @@ TEST_CASE("vk layer split: every golden passes with blocks on the CPU or on a se
     CHECK(r.worst_row_nmse <= r.limit);
     CHECK(r.greedy_ok);
   }
-  for (Split s : kSplits) CHECK(runs[s] >= test::golden_min(4));
+  if (!test::golden_filtered())  // with GRETA_GOLDEN_ONLY naming one model, only two of the four splits run
+    for (Split s : kSplits) CHECK(runs[s] >= 4);
 }
 
 // Concurrent sequences on splits: the paged KV cache of each block lives on that block's device; the step inputs
