@@ -1,5 +1,6 @@
 #include "args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -101,6 +102,25 @@ std::string usage_options(std::span<const OptionSpec> specs) {
     out += cat("--", s.name, s.takes_value ? " V" : "", "\t", s.help, "\n");
   }
   return out;
+}
+
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> items;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = std::min(text.find(',', start), text.size());
+    items.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return items;
+}
+
+std::optional<int64_t> parse_integer(const std::string& text, int64_t lo, int64_t hi) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || errno != 0 || *end != '\0' || v < lo || v > hi) return std::nullopt;
+  return int64_t(v);
 }
 
 }  // namespace greta::cli

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -38,5 +39,10 @@ private:
 };
 
 std::string usage_options(std::span<const OptionSpec> specs);
+
+// The items of a comma-separated option value: "3,1" -> {"3", "1"} (an empty item stays, for the caller to reject).
+std::vector<std::string> comma_items(const std::string& text);
+// A whole decimal integer within [lo, hi]; nullopt for anything else.
+std::optional<int64_t> parse_integer(const std::string& text, int64_t lo, int64_t hi);
 
 }  // namespace greta::cli

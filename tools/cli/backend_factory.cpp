@@ -114,17 +114,10 @@ constexpr OptionSpec k_backend_options[] = {
 // "0,1" -> {0, 1}.
 std::vector<int64_t> parse_indices(const std::string& option, const std::string& text) {
   std::vector<int64_t> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno != 0 || v < 0 || v > 1024)
-      fail("--", option, " ", text, ": '", item, "' is not a device index");
-    out.push_back(v);
-    at = comma + 1;
+  for (const std::string& item : comma_items(text)) {
+    const std::optional<int64_t> v = parse_integer(item, 0, 1024);
+    if (!v) fail("--", option, " ", text, ": '", item, "' is not a device index");
+    out.push_back(*v);
   }
   return out;
 }
@@ -132,16 +125,12 @@ std::vector<int64_t> parse_indices(const std::string& option, const std::string&
 // "3,1" -> {3, 1}.
 std::vector<double> parse_shares(const std::string& text) {
   std::vector<double> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    const size_t comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
+  for (const std::string& item : comma_items(text)) {
     char* end = nullptr;
     const double v = std::strtod(item.c_str(), &end);
     if (item.empty() || *end != '\0' || !std::isfinite(v) || v < 0)
       fail("--tensor-split ", text, ": '", item, "' is not a share (a number of 0 or more)");
     out.push_back(v);
-    at = comma + 1;
   }
   return out;
 }

@@ -58,17 +58,10 @@ std::vector<int64_t> int_list(const Args& args, std::string_view name, std::vect
   if (!args.has(name)) return fallback;
   std::vector<int64_t> values;
   const std::string text = args.get(name);
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    char* end = nullptr;
-    errno = 0;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || errno != 0 || *end != '\0' || v < 0 || v > kMaxTestTokens)
-      fail("--", name, " '", text, "': expected token counts from 0 to ", kMaxTestTokens, ", comma separated");
-    values.push_back(v);
-    start = comma + 1;
+  for (const std::string& item : comma_items(text)) {
+    const std::optional<int64_t> v = parse_integer(item, 0, kMaxTestTokens);
+    if (!v) fail("--", name, " '", text, "': expected token counts from 0 to ", kMaxTestTokens, ", comma separated");
+    values.push_back(*v);
   }
   return values;
 }

@@ -37,17 +37,12 @@ constexpr const char* k_usage =
 
 std::vector<int64_t> batches_from(const std::string& text) {
   std::vector<int64_t> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t comma = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, comma - start);
-    char* end = nullptr;
-    const long long v = std::strtoll(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v <= 4 || v > (1 << 20))
+  for (const std::string& item : comma_items(text)) {
+    const std::optional<int64_t> v = parse_integer(item, 5, 1 << 20);
+    if (!v)
       fail("--batch ", text, ": expected token counts of 5..1048576, comma separated (up to 4 tokens run the decode "
            "matvec, which has no tile)");
-    out.push_back(v);
-    start = comma + 1;
+    out.push_back(*v);
   }
   return out;
 }
