@@ -221,7 +221,8 @@ void Allocator::fail_out_of_memory(uint64_t size, MemoryUse use, const std::stri
   const uint32_t heap = heap_for(std::min<uint64_t>(size, 1 << 20), use);
   const HeapBudget b = budgets().at(heap);
   fail(result == VK_ERROR_OUT_OF_HOST_MEMORY ? "out of host memory" : "out of device memory", " allocating ",
-       quoted(name), " (", use_name(use), "): requested ", format_bytes(double(size)), "; heap ", heap, " has ",
+       quoted(name), " (", use_name(use), ") on ", context_->info().name, ": requested ", format_bytes(double(size)),
+       "; heap ", heap, " has ",
        format_bytes(double(b.size)), ", budget ", format_bytes(double(b.budget)), ", in use ",
        format_bytes(double(b.usage)));
 }
@@ -237,8 +238,8 @@ Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string&
   const uint32_t heap = heap_for(std::min<uint64_t>(size, 1 << 20), use);
   const HeapBudget b = budgets().at(heap);
   if (size > b.size)
-    fail("cannot allocate ", quoted(name), " (", use_name(use), "): requested ", format_bytes(double(size)),
-         " but heap ", heap, " has only ", format_bytes(double(b.size)), " (budget ", format_bytes(double(b.budget)),
+    fail("cannot allocate ", quoted(name), " (", use_name(use), ") on ", context_->info().name, ": requested ",
+         format_bytes(double(size)), " but heap ", heap, " has only ", format_bytes(double(b.size)), " (budget ", format_bytes(double(b.budget)),
          ", in use ", format_bytes(double(b.usage)), ")");
 
   const bool device_use = use == MemoryUse::device || use == MemoryUse::device_mapped;
@@ -282,7 +283,7 @@ SplitBuffer Allocator::create_split_buffer(uint64_t size, uint64_t granule, cons
   const uint64_t device_local = use == MemoryUse::device_mapped && info.unified_memory() ? info.unified_bytes()
                                                                                          : info.device_local_bytes();
   if (device_local && size > device_local)
-    fail("cannot allocate split ", quoted(name), ": requested ", format_bytes(double(size)), " (", size,
+    fail("cannot allocate split ", quoted(name), " on ", info.name, ": requested ", format_bytes(double(size)), " (", size,
          " bytes) but the largest device-local heap has only ", format_bytes(double(device_local)));
   SplitBuffer out;
   out.size_ = size;

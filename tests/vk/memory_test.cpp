@@ -2,6 +2,8 @@
 // buffers under forced small limits, and out-of-memory / bad-size errors.
 #include <doctest/doctest.h>
 
+#include <optional>
+
 #include <numeric>
 
 #include "core/error.h"
@@ -136,6 +138,23 @@ TEST_CASE_FIXTURE(VkFixture, "out of memory and oversized requests are clear err
       MESSAGE("the allocation limit is below the heap size here; the heap check is unreachable");
     }
   }
+}
+
+// --device-memory-limit: device buffers count against the limit while they live; staging buffers do not.
+TEST_CASE_FIXTURE(VkFixture, "a device memory limit refuses what would pass it, naming the device and the sizes") {
+  alloc().set_device_limit(1 << 20);
+  Buffer staging = alloc().create_buffer(3 << 20, MemoryUse::upload, "staging");  // not device memory
+  std::optional<Buffer> first = alloc().create_buffer(600 << 10, MemoryUse::device, "first");
+  CHECK(alloc().device_bytes_in_use() == (600 << 10));
+  CHECK_THROWS_WITH_AS(alloc().create_buffer(600 << 10, MemoryUse::device, "second"),
+                       doctest::Contains(greta::cat("allocating buffer 'second' on ", ctx().info().name,
+                                                    ": requested 600.00 KiB, in use 600.00 KiB of the 1.00 MiB")
+                                             .c_str()),
+                       greta::Error);
+  first.reset();
+  CHECK(alloc().device_bytes_in_use() == 0);
+  Buffer second = alloc().create_buffer(600 << 10, MemoryUse::device, "second");
+  CHECK(alloc().device_bytes_in_use() == (600 << 10));
 }
 
 TEST_CASE_FIXTURE(VkFixture, "split buffers: chunks within forced small limits, round trips, spans, copies") {
