@@ -39,10 +39,12 @@ CpuBackend::CpuBackend(const CpuOptions& options) : pool_(options.threads), opti
 
 std::string CpuBackend::name() const { return cat("cpu (", pool_.size(), pool_.size() == 1 ? " thread)" : " threads)"); }
 
-uint64_t CpuBackend::memory_capacity() const {
+uint64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   return pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : (uint64_t(8) << 30);
 }
+
+uint64_t CpuBackend::memory_capacity() const { return physical_memory_bytes(); }
 
 void CpuBackend::load_weights(std::span<const WeightDesc> weights) {
   GRETA_CHECK(weights_.empty(), "load_weights called twice");

@@ -21,6 +21,9 @@ struct CpuOptions {
   uint64_t decoded_weight_budget = uint64_t(256) << 20;
 };
 
+// The machine's physical memory (what the CPU backend reports as its capacity); 8 GiB when the system does not say.
+uint64_t physical_memory_bytes();
+
 // One plan buffer in host memory: exactly one of the vectors is used, by the buffer's element type.
 struct HostBuffer {
   engine::ElemType type = engine::ElemType::F32;

@@ -35,7 +35,8 @@ struct WeightDesc {
   // Set when `data` lies in a memory-mapped file: a backend that copied the bytes into memory of its own calls it
   // (release(data, bytes)) so the file's pages leave the process's resident memory; they are read from the file
   // again if anything touches them later. On an integrated GPU the copy is in the same RAM: without this, loading
-  // would hold the model twice.
+  // would hold the model twice. Its presence also says that `data` is a read-only file mapping that outlives the
+  // backend, which a backend that can may use in place instead (then it does not call it).
   void (*release)(const void* data, uint64_t bytes) = nullptr;
 };
 
@@ -79,6 +80,10 @@ public:
 
   // Called once, before any prepare(). WeightId i refers to weights[i].
   virtual void load_weights(std::span<const WeightDesc> weights) = 0;
+
+  // After load_weights: how the weights are held when that is worth a line at load ("weights: 4.6 GiB used in
+  // place from the mapped file"); empty otherwise.
+  virtual std::string weights_note() const { return ""; }
 
   virtual std::unique_ptr<PreparedPlan> prepare(const Plan& plan) = 0;
 

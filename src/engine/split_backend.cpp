@@ -59,6 +59,13 @@ std::string SplitBackend::name() const {
   return out;
 }
 
+std::string SplitBackend::weights_note() const {
+  std::string out;
+  for (const auto& b : backends_)
+    if (const std::string note = b->weights_note(); !note.empty()) out += cat(out.empty() ? "" : "; ", note);
+  return out;
+}
+
 void SplitBackend::set_profiling(bool on) {
   Backend::set_profiling(on);
   for (auto& b : backends_) b->set_profiling(on);

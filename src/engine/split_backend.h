@@ -44,6 +44,7 @@ public:
   std::string name() const override;
   uint64_t memory_capacity() const override { return placement_.memory_capacity; }
   void load_weights(std::span<const WeightDesc> weights) override;
+  std::string weights_note() const override;  // its backends' notes, once each has loaded its part
   std::unique_ptr<PreparedPlan> prepare(const Plan& plan) override;
   void execute(PreparedPlan& plan, const StepInput& step, OpRange range) override;
   void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) override;

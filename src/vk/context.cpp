@@ -78,6 +78,12 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   const bool int_dot = info_.integer_dot_product && (v13 || info_.has_integer_dot_product_ext);
   if (int_dot && !v13) extensions.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   if (info_.has_portability_subset) extensions.push_back("VK_KHR_portability_subset");  // required when present
+  // Only where the imported memory is the device's own (unified memory): on a discrete GPU it would be read over
+  // the bus on every use.
+  if (info_.imports_host_memory()) {
+    extensions.push_back(VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
+    features_.external_memory_host = true;
+  }
   // GRETA_VK_PIPELINE_STATS=1: the driver's statistics per pipeline (registers, spills, shared memory: whatever it
   // reports) on stderr as pipelines are created, for tuning kernels. Off by default: capturing them may slow
   // compilation.

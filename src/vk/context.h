@@ -65,6 +65,7 @@ struct EnabledFeatures {
   bool integer_dot_product = false;  // shaderIntegerDotProduct (the int8 decode matvecs)
   bool push_descriptors = false;
   bool memory_budget = false;
+  bool external_memory_host = false;  // Allocator::import_host_memory
   bool pipeline_statistics = false;  // GRETA_VK_PIPELINE_STATS=1: print each pipeline's compiler statistics
 };
 

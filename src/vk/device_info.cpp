@@ -154,6 +154,18 @@ uint64_t DeviceInfo::unified_bytes() const {
   return total;
 }
 
+uint64_t DeviceInfo::memory_capacity() const { return unified_memory() ? unified_bytes() : device_local_bytes(); }
+
+std::string DeviceInfo::memory_summary() const {
+  if (!unified_memory())
+    return cat("dedicated (", format_bytes(double(memory_capacity())),
+               " device-local); weights copied in through staging buffers");
+  return cat("unified with the host (", format_bytes(double(memory_capacity())), " usable over ", heaps.size(),
+             heaps.size() == 1 ? " heap" : " heaps", "); weights ",
+             imports_host_memory() ? "used in place from the mapped file (VK_EXT_external_memory_host)"
+                                   : "copied straight into mapped device memory (no staging)");
+}
+
 DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, uint32_t index) {
   DeviceInfo info;
   info.index = index;
@@ -193,6 +205,7 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   info.has_integer_dot_product_ext = has(exts, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
   info.has_subgroup_size_control_ext = has(exts, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
   info.has_portability_subset = has(exts, "VK_KHR_portability_subset");
+  info.has_external_memory_host = v11 && has(exts, VK_EXT_EXTERNAL_MEMORY_HOST_EXTENSION_NAME);
   const bool coopmat_ext = has(exts, VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME);
   const bool size_control = v13 || info.has_subgroup_size_control_ext;
 
@@ -204,8 +217,10 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   auto size_props = vk_struct<VkPhysicalDeviceSubgroupSizeControlProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES);
   auto maint4 = vk_struct<VkPhysicalDeviceMaintenance4Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES);
   auto push_props = vk_struct<VkPhysicalDevicePushDescriptorPropertiesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
+  auto host_props = vk_struct<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
   PNextChain pc{&props2.pNext};
   if (info.has_push_descriptor) pc.add(push_props);
+  if (info.has_external_memory_host) pc.add(host_props);
   if (v11) pc.add(subgroup);
   if (v11 || has(exts, VK_KHR_MAINTENANCE_3_EXTENSION_NAME)) pc.add(maint3);
   const bool have_driver = v12 || has(exts, VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
@@ -229,6 +244,7 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   }
   if (have_maint4) info.max_buffer_size = maint4.maxBufferSize;
   if (info.has_push_descriptor) info.max_push_descriptors = push_props.maxPushDescriptors;
+  if (info.has_external_memory_host) info.min_imported_host_pointer_alignment = host_props.minImportedHostPointerAlignment;
 
   // --- features ---------------------------------------------------------------------------------------------------
   auto features2 = vk_struct<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);

@@ -97,6 +97,9 @@ struct DeviceInfo {
   bool has_cooperative_matrix = false;         // VK_KHR_cooperative_matrix extension and its feature
   bool has_integer_dot_product_ext = false;    // VK_KHR_shader_integer_dot_product (core in 1.3)
   bool has_portability_subset = false;         // must be enabled when present (MoltenVK)
+  // VK_EXT_external_memory_host: host memory (here, the mapped model file) imported as device memory, used in place.
+  bool has_external_memory_host = false;
+  uint64_t min_imported_host_pointer_alignment = 0;  // imported ranges start and end at multiples of it
   std::vector<CoopMatShape> coopmat_shapes;
 
   std::vector<MemoryHeapInfo> heaps;
@@ -114,6 +117,13 @@ struct DeviceInfo {
   // the device can hold (unified_bytes), since all of them are the same RAM.
   bool unified_memory() const;
   uint64_t unified_bytes() const;  // the heaps' budgets (VK_EXT_memory_budget), else their sizes, added up
+  // Unified memory and VK_EXT_external_memory_host: weights are used in place from the mapped model file.
+  bool imports_host_memory() const { return unified_memory() && has_external_memory_host; }
+  // Bytes the engine may use on it: unified_bytes() on unified memory, else the largest device-local heap.
+  uint64_t memory_capacity() const;
+  // How GRETA will use its memory, in one line: "unified with the host (2.0 GiB usable over 1 heap); weights used in
+  // place from the mapped file (VK_EXT_external_memory_host)".
+  std::string memory_summary() const;
 };
 
 // Facts about one physical device of `instance`.

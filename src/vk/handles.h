@@ -80,6 +80,9 @@ GRETA_VK_DEVICE_OBJECT(UniquePipelineLayout, VkPipelineLayout, vkDestroyPipeline
 GRETA_VK_DEVICE_OBJECT(UniquePipeline, VkPipeline, vkDestroyPipeline);
 GRETA_VK_DEVICE_OBJECT(UniquePipelineCache, VkPipelineCache, vkDestroyPipelineCache);
 GRETA_VK_DEVICE_OBJECT(UniqueShaderModule, VkShaderModule, vkDestroyShaderModule);
+// Buffers and memory outside VMA: imported host memory (memory.h, Allocator::import_host_memory).
+GRETA_VK_DEVICE_OBJECT(UniqueBuffer, VkBuffer, vkDestroyBuffer);
+GRETA_VK_DEVICE_OBJECT(UniqueDeviceMemory, VkDeviceMemory, vkFreeMemory);
 
 #undef GRETA_VK_DEVICE_OBJECT
 

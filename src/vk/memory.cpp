@@ -78,24 +78,30 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     use_ = other.use_;
     mapped_ = std::exchange(other.mapped_, nullptr);
     device_bytes_ = std::exchange(other.device_bytes_, nullptr);
+    imported_memory_ = std::move(other.imported_memory_);
+    imported_buffer_ = std::move(other.imported_buffer_);
+    offset_ = std::exchange(other.offset_, 0);
   }
   return *this;
 }
 
 void Buffer::release() {
-  if (buffer_ != VK_NULL_HANDLE) vmaDestroyBuffer(allocator_, buffer_, allocation_);
+  if (allocation_) vmaDestroyBuffer(allocator_, buffer_, allocation_);
+  imported_buffer_.reset();
+  imported_memory_.reset();
   if (device_bytes_) *device_bytes_ -= size_;
   device_bytes_ = nullptr;
   buffer_ = VK_NULL_HANDLE;
   allocation_ = nullptr;
   mapped_ = nullptr;
   size_ = 0;
+  offset_ = 0;
 }
 
 BufferSpan Buffer::span(uint64_t offset, uint64_t size) const {
   if (offset > size_ || size > size_ - offset)
     fail("span [", offset, ", ", offset + size, ") is outside a buffer of ", size_, " bytes");
-  return {buffer_, offset, size};
+  return {buffer_, offset_ + offset, size};
 }
 
 void Buffer::flush(uint64_t offset, uint64_t size) const {
@@ -145,7 +151,7 @@ BufferSpan SplitBuffer::span(uint64_t offset, uint64_t size) const {
   if (size > chunks_[i].size() - local)
     fail("span [", offset, ", ", offset + size, ") straddles chunks ", i, " and ", i + 1, " (chunk ", i, " ends at ",
          offsets_[i] + chunks_[i].size(), "); bind it as two spans");
-  return {chunks_[i].handle(), local, size};
+  return chunks_[i].span(local, size);
 }
 
 std::vector<std::pair<uint64_t, BufferSpan>> SplitBuffer::pieces(uint64_t offset, uint64_t size) const {
@@ -156,7 +162,7 @@ std::vector<std::pair<uint64_t, BufferSpan>> SplitBuffer::pieces(uint64_t offset
     const size_t i = chunk_of(offset);
     const uint64_t local = offset - offsets_[i];
     const uint64_t n = std::min(size, chunks_[i].size() - local);
-    out.push_back({offset, BufferSpan{chunks_[i].handle(), local, n}});
+    out.push_back({offset, chunks_[i].span(local, n)});
     offset += n;
     size -= n;
   }
@@ -227,6 +233,13 @@ void Allocator::fail_out_of_memory(uint64_t size, MemoryUse use, const std::stri
        format_bytes(double(b.usage)));
 }
 
+void Allocator::check_device_limit(uint64_t size, const std::string& name) const {
+  if (device_limit_ > 0 && device_bytes_in_use() + size > device_limit_)
+    fail("out of device memory allocating ", quoted(name), " on ", context_->info().name, ": requested ",
+         format_bytes(double(size)), ", in use ", format_bytes(double(device_bytes_in_use())), " of the ",
+         format_bytes(double(device_limit_)), " the device memory limit allows");
+}
+
 Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string& name) {
   if (size == 0) fail("cannot create ", quoted(name), " of 0 bytes");
   const uint64_t max_alloc = context_->max_allocation_size();
@@ -243,10 +256,7 @@ Buffer Allocator::create_buffer(uint64_t size, MemoryUse use, const std::string&
          ", in use ", format_bytes(double(b.usage)), ")");
 
   const bool device_use = use == MemoryUse::device || use == MemoryUse::device_mapped;
-  if (device_use && device_limit_ > 0 && device_bytes_in_use() + size > device_limit_)
-    fail("out of device memory allocating ", quoted(name), " on ", context_->info().name, ": requested ",
-         format_bytes(double(size)), ", in use ", format_bytes(double(device_bytes_in_use())), " of the ",
-         format_bytes(double(device_limit_)), " the device memory limit allows");
+  if (device_use) check_device_limit(size, name);
 
   const VkBufferCreateInfo bi = buffer_info(size);
   const VmaAllocationCreateInfo ai = allocation_info(use, context_->features().memory_budget);
@@ -293,6 +303,111 @@ SplitBuffer Allocator::create_split_buffer(uint64_t size, uint64_t granule, cons
   for (size_t i = 0; i < sizes.size(); ++i) {
     const std::string chunk_name = sizes.size() == 1 ? name : cat(name.empty() ? "split" : name, "[", i, "]");
     out.chunks_.push_back(create_buffer(sizes[i], use, chunk_name));
+    out.offsets_.push_back(offset);
+    offset += sizes[i];
+  }
+  return out;
+}
+
+// --- imported host memory ------------------------------------------------------------------------------------------
+
+Buffer Allocator::import_host_memory(const void* data, uint64_t size, const std::string& name) {
+  GRETA_CHECK(context_->features().external_memory_host, "import_host_memory without VK_EXT_external_memory_host");
+  if (size == 0) fail("cannot import ", quoted(name), " of 0 bytes");
+  const DeviceInfo& info = context_->info();
+  const VolkDeviceTable& fn = context_->fn();
+  const VkDevice device = context_->device();
+  constexpr auto kHandle = VK_EXTERNAL_MEMORY_HANDLE_TYPE_HOST_ALLOCATION_BIT_EXT;
+
+  // Whole pages: [base, base + bytes) covers [data, data + size); the buffer binds `offset` bytes in, which must be
+  // a valid descriptor offset.
+  const uint64_t page = std::max<uint64_t>(info.min_imported_host_pointer_alignment, 1);
+  const auto address = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t base = address / page * page;
+  const uint64_t offset = address - base;
+  const uint64_t bytes = (offset + size + page - 1) / page * page;
+  if (offset % std::max<uint64_t>(info.min_storage_buffer_offset_alignment, 1) != 0) return {};
+  if (bytes > context_->max_allocation_size()) return {};
+
+  // The buffer's usage must allow importing this handle type at all.
+  VkBufferCreateInfo bi = buffer_info(bytes);
+  auto query = vk_struct<VkPhysicalDeviceExternalBufferInfo>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO);
+  query.usage = bi.usage;
+  query.handleType = kHandle;
+  auto external_props = vk_struct<VkExternalBufferProperties>(VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES);
+  vkGetPhysicalDeviceExternalBufferProperties(context_->physical_device(), &query, &external_props);
+  if (!(external_props.externalMemoryProperties.externalMemoryFeatures & VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT))
+    return {};
+  auto host_props = vk_struct<VkMemoryHostPointerPropertiesEXT>(VK_STRUCTURE_TYPE_MEMORY_HOST_POINTER_PROPERTIES_EXT);
+  if (fn.vkGetMemoryHostPointerPropertiesEXT(device, kHandle, reinterpret_cast<const void*>(base), &host_props) !=
+      VK_SUCCESS)
+    return {};
+  check_device_limit(size, name);
+
+  auto external = vk_struct<VkExternalMemoryBufferCreateInfo>(VK_STRUCTURE_TYPE_EXTERNAL_MEMORY_BUFFER_CREATE_INFO);
+  external.handleTypes = kHandle;
+  bi.pNext = &external;
+  VkBuffer raw_buffer = VK_NULL_HANDLE;
+  GRETA_VK_CHECK(fn.vkCreateBuffer(device, &bi, nullptr, &raw_buffer));
+  UniqueBuffer buffer(context_->dispatch(), raw_buffer);
+  VkMemoryRequirements req{};
+  fn.vkGetBufferMemoryRequirements(device, raw_buffer, &req);
+  if (req.size > bytes) return {};
+
+  // A memory type both the buffer and the pointer allow, device-local first.
+  const VkPhysicalDeviceMemoryProperties* props = nullptr;
+  vmaGetMemoryProperties(allocator_, &props);
+  const uint32_t allowed = req.memoryTypeBits & host_props.memoryTypeBits;
+  int type = -1;
+  for (uint32_t t = 0; t < props->memoryTypeCount; ++t) {
+    if (!(allowed & (1u << t))) continue;
+    const bool local = props->memoryTypes[t].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT;
+    if (type < 0 || (local && !(props->memoryTypes[type].propertyFlags & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)))
+      type = int(t);
+  }
+  if (type < 0) return {};
+
+  auto import = vk_struct<VkImportMemoryHostPointerInfoEXT>(VK_STRUCTURE_TYPE_IMPORT_MEMORY_HOST_POINTER_INFO_EXT);
+  import.handleType = kHandle;
+  import.pHostPointer = reinterpret_cast<void*>(base);
+  auto alloc = vk_struct<VkMemoryAllocateInfo>(VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO);
+  alloc.pNext = &import;
+  alloc.allocationSize = bytes;
+  alloc.memoryTypeIndex = uint32_t(type);
+  VkDeviceMemory raw_memory = VK_NULL_HANDLE;
+  if (fn.vkAllocateMemory(device, &alloc, nullptr, &raw_memory) != VK_SUCCESS) return {};
+  UniqueDeviceMemory memory(context_->dispatch(), raw_memory);
+  GRETA_VK_CHECK(fn.vkBindBufferMemory(device, raw_buffer, raw_memory, 0));
+
+  Buffer out;
+  out.buffer_ = raw_buffer;
+  out.imported_buffer_ = std::move(buffer);
+  out.imported_memory_ = std::move(memory);
+  out.offset_ = offset;
+  out.size_ = size;
+  out.use_ = MemoryUse::device_mapped;
+  out.device_bytes_ = device_bytes_.get();
+  *out.device_bytes_ += size;
+  if (!name.empty()) context_->set_object_name(VK_OBJECT_TYPE_BUFFER, uint64_t(raw_buffer), name.c_str());
+  return out;
+}
+
+SplitBuffer Allocator::import_split_buffer(const void* data, uint64_t size, uint64_t granule, const std::string& name) {
+  if (size == 0) fail("cannot import split ", quoted(name), " of 0 bytes");
+  // Each chunk is imported from whole pages: up to two pages more than it holds.
+  const uint64_t page = std::max<uint64_t>(context_->info().min_imported_host_pointer_alignment, 1);
+  const uint64_t max_chunk = max_chunk_bytes();
+  if (max_chunk <= 2 * page || granule > max_chunk - 2 * page) return {};
+  SplitBuffer out;
+  out.size_ = size;
+  out.granule_ = granule;
+  uint64_t offset = 0;
+  const auto sizes = plan_chunks(size, granule, max_chunk - 2 * page);
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const std::string chunk_name = sizes.size() == 1 ? name : cat(name.empty() ? "split" : name, "[", i, "]");
+    Buffer chunk = import_host_memory(static_cast<const uint8_t*>(data) + offset, sizes[i], chunk_name);
+    if (!chunk) return {};
+    out.chunks_.push_back(std::move(chunk));
     out.offsets_.push_back(offset);
     offset += sizes[i];
   }

@@ -11,6 +11,8 @@
 #pragma once
 #include <volk.h>
 
+#include "vk/handles.h"
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -54,12 +56,15 @@ public:
   MemoryUse use() const { return use_; }
   explicit operator bool() const { return buffer_ != VK_NULL_HANDLE; }
 
-  BufferSpan span() const { return {buffer_, 0, size_}; }
+  // What a descriptor binds. An imported buffer (Allocator::import_host_memory) starts `offset_` bytes into its
+  // VkBuffer, which begins at the page below the host range.
+  BufferSpan span() const { return {buffer_, offset_, size_}; }
   // Bounds-checked: throws greta::Error when [offset, offset + size) is not inside the buffer.
   BufferSpan span(uint64_t offset, uint64_t size) const;
+  bool imported() const { return bool(imported_memory_); }
 
-  // Host mapping (upload / readback buffers only; nullptr otherwise). After host writes call flush(), before host
-  // reads call invalidate(): both are no-ops on host-coherent memory.
+  // Host mapping (upload / readback / device_mapped buffers; nullptr otherwise, imported ones included). After host
+  // writes call flush(), before host reads call invalidate(): both are no-ops on host-coherent memory.
   void* mapped() const { return mapped_; }
   void flush(uint64_t offset, uint64_t size) const;
   void invalidate(uint64_t offset, uint64_t size) const;
@@ -74,6 +79,11 @@ private:
   MemoryUse use_ = MemoryUse::device;
   void* mapped_ = nullptr;
   uint64_t* device_bytes_ = nullptr;  // the allocator's count of device-local bytes, for device buffers
+  // Imported host memory (not VMA's): the buffer and its own VkDeviceMemory (declared first: destroyed last), and
+  // where the bound range starts in the buffer.
+  UniqueDeviceMemory imported_memory_;
+  UniqueBuffer imported_buffer_;
+  uint64_t offset_ = 0;
 };
 
 // How a logical size is cut into chunks: every chunk but the last holds `chunk_bytes` (a multiple of the granule and
@@ -131,6 +141,18 @@ public:
   SplitBuffer create_split_buffer(uint64_t size, uint64_t granule, const std::string& name = "",
                                   MemoryUse use = MemoryUse::device);
 
+  // Host memory used in place as device memory (VK_EXT_external_memory_host; Context::features().
+  // external_memory_host): a device_mapped-like buffer whose span covers exactly [data, data + size). The memory
+  // must stay valid, and unchanged, until the buffer is destroyed; the device only reads it. Imported from the page
+  // (minImportedHostPointerAlignment) below `data` to the one above its end, so those pages must be mapped. Counted
+  // as device bytes (the device memory limit applies). Returns an empty Buffer when this range cannot be used in
+  // place: `data` not at a multiple of minStorageBufferOffsetAlignment within its page, no memory type the device
+  // imports it into, or the driver refuses it. The caller then copies.
+  Buffer import_host_memory(const void* data, uint64_t size, const std::string& name = "");
+  // The same for a logical range in chunks of whole granules (create_split_buffer's cut); empty (size() 0) when any
+  // chunk cannot be imported.
+  SplitBuffer import_split_buffer(const void* data, uint64_t size, uint64_t granule, const std::string& name = "");
+
   // The largest chunk create_split_buffer makes: min(binding range, allocation size), before granule rounding.
   uint64_t max_chunk_bytes() const;
   // Caps the device-local bytes this allocator's buffers may hold at once (0: no cap): a device-local buffer that would
@@ -144,6 +166,7 @@ public:
   Context& context() const { return *context_; }
 
 private:
+  void check_device_limit(uint64_t size, const std::string& name) const;
   [[noreturn]] void fail_out_of_memory(uint64_t size, MemoryUse use, const std::string& name, VkResult result) const;
   uint32_t heap_for(uint64_t size, MemoryUse use) const;
 

@@ -1,10 +1,15 @@
 // Memory: buffer round trips through the staging ring (1 byte to several chunks, odd sizes and offsets), split
-// buffers under forced small limits, and out-of-memory / bad-size errors.
+// buffers under forced small limits, out-of-memory / bad-size errors, and a read-only file mapping imported as
+// device memory (VK_EXT_external_memory_host).
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include <optional>
-
+#include <filesystem>
+#include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "core/error.h"
 #include "vk_test_util.h"
@@ -219,4 +224,98 @@ TEST_CASE_FIXTURE(VkFixture, "split buffers: chunks within forced small limits, 
   CHECK_THROWS_WITH_AS(
       bad.record([&](Recorder& r) { r.dispatch(copy, {big.span(), big.span()}, as_push(count), {1, 1, 1}); }),
       doctest::Contains("more than the device's binding range"), greta::Error);
+}
+
+namespace {
+
+// A temporary file of `bytes`, mapped read-only and private as GgufFile maps models; unmapped and removed at the end.
+struct MappedFile {
+  std::filesystem::path path;
+  void* data = MAP_FAILED;
+  size_t size = 0;
+  explicit MappedFile(const std::vector<uint8_t>& bytes) : size(bytes.size()) {
+    path = std::filesystem::temp_directory_path() / greta::cat("greta_import_test_", getpid());
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(size));
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    ::close(fd);
+    REQUIRE(data != MAP_FAILED);
+  }
+  ~MappedFile() {
+    if (data != MAP_FAILED) ::munmap(data, size);
+    std::filesystem::remove(path);
+  }
+  const uint8_t* at(uint64_t offset) const { return static_cast<const uint8_t*>(data) + offset; }
+};
+
+}  // namespace
+
+// lavapipe has VK_EXT_external_memory_host on unified memory, so CI runs this; elsewhere it says why it did not.
+TEST_CASE_FIXTURE(VkFixture, "imported host memory: a read-only file mapping used in place by transfers and kernels") {
+  if (!ctx().features().external_memory_host) {
+    MESSAGE("no VK_EXT_external_memory_host on unified memory on ", ctx().info().name, ": not run");
+    return;
+  }
+  const uint64_t page = ctx().info().min_imported_host_pointer_alignment;
+  const auto bytes = random_bytes(3 * page + 1000, 11);
+  const MappedFile file(bytes);
+  const auto& copy = pipes().get(ShaderId::copy_u32, {{0, 64}});
+  for (uint64_t offset : {uint64_t(0), uint64_t(48), page + 16, 2 * page - 64}) {
+    for (uint64_t size : {uint64_t(4), uint64_t(1000), page + 100}) {
+      CAPTURE(offset);
+      CAPTURE(size);
+      Buffer b = alloc().import_host_memory(file.at(offset), size, "imported");
+      REQUIRE(b);
+      CHECK(b.imported());
+      CHECK(b.mapped() == nullptr);
+      CHECK(b.span().offset == offset % page);
+      CHECK(alloc().device_bytes_in_use() == size);
+      std::vector<uint8_t> back(size);
+      xfer().download(b, 0, back.data(), size);
+      REQUIRE(std::equal(back.begin(), back.end(), bytes.begin() + ptrdiff_t(offset)));
+      // A kernel binds it (a descriptor at the in-page offset): copy it into a device buffer.
+      Buffer out = alloc().create_buffer(size, MemoryUse::device, "copy of imported");
+      const uint32_t words = uint32_t(size / 4);
+      RecordedSequence seq(ctx(), "imported copy");
+      seq.record([&](Recorder& r) {
+        r.dispatch(copy, {b.span(), out.span()}, as_push(words), {group_count(words, 64, 65535), 1, 1});
+      });
+      seq.run();
+      std::fill(back.begin(), back.end(), 0);
+      xfer().download(out, 0, back.data(), size);
+      REQUIRE(std::equal(back.begin(), back.end(), bytes.begin() + ptrdiff_t(offset)));
+    }
+  }
+  CHECK(alloc().device_bytes_in_use() == 0);
+  // A start the descriptors cannot bind is left to the caller (who copies).
+  if (ctx().info().min_storage_buffer_offset_alignment > 8) CHECK(!alloc().import_host_memory(file.at(8), 64, "odd"));
+  // The device memory limit counts imported bytes.
+  alloc().set_device_limit(page);
+  CHECK_THROWS_WITH_AS(alloc().import_host_memory(file.at(0), page + 4, "over"),
+                       doctest::Contains("the device memory limit allows"), greta::Error);
+}
+
+TEST_CASE_FIXTURE(VkFixture, "imported split buffers: chunks of whole rows, each imported from its own pages") {
+  ContextOptions o = test_options();
+  o.max_binding_range = 3 * 4096;  // chunks of at most one page after the two pages of rounding: several chunks
+  ctx(o);
+  if (!ctx().features().external_memory_host || ctx().info().min_imported_host_pointer_alignment != 4096) {
+    MESSAGE("no VK_EXT_external_memory_host with 4 KiB pages here: not run");
+    return;
+  }
+  const uint64_t row = 340, rows = 37;
+  const auto bytes = random_bytes(row * rows + 96, 12);
+  const MappedFile file(bytes);
+  const SplitBuffer a = alloc().import_split_buffer(file.at(32), row * rows, row, "imported split");
+  REQUIRE(a.size() == row * rows);
+  REQUIRE(a.chunk_count() == 4);  // 12 rows (4080 bytes) per chunk
+  for (size_t i = 0; i < a.chunk_count(); ++i) CHECK(a.chunk(i).imported());
+  std::vector<uint8_t> back(a.size());
+  xfer().download(a, 0, back.data(), back.size());
+  CHECK(std::equal(back.begin(), back.end(), bytes.begin() + 32));
+  // A chunk that would start at a start the descriptors cannot bind: nothing is imported.
+  if (ctx().info().min_storage_buffer_offset_alignment > 4)
+    CHECK(alloc().import_split_buffer(file.at(4), row * rows, row, "odd").size() == 0);
+  CHECK(alloc().device_bytes_in_use() == a.size());
 }

@@ -6,9 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -141,35 +139,4 @@ TEST_CASE("vk layer split: a device memory limit too small for the blocks is a c
   auto vk = vk::create_vk_backend(options);
   CHECK(vk->memory_capacity() == uint64_t(64 << 10));
   CHECK_THROWS_WITH_AS(Engine::open(path, std::move(vk)), doctest::Contains("64.00 KiB"), Error);
-}
-
-// Loading onto lavapipe (unified memory: the device's memory is the process's) copies each weight straight into
-// device memory and gives the mapped file's pages back, so the model is not held twice: after the load, the file's
-// mapping keeps only a small part of the file resident (the header and the norm vectors, read as floats).
-TEST_CASE("vk load on unified memory: the file's pages leave resident memory once copied") {
-  const std::string path = test::shared_path("models/synth-llama-d256-f32.gguf");
-  const auto resident_kib = [&] {  // Rss of the file's mapping, from /proc/self/smaps
-    std::ifstream smaps("/proc/self/smaps");
-    std::string line;
-    bool in_file = false;
-    int64_t kib = -1;
-    while (std::getline(smaps, line)) {
-      if (line.find('-') != std::string::npos && line.find(' ') != std::string::npos && line[0] != ' ' &&
-          !std::isupper(static_cast<unsigned char>(line[0])))
-        in_file = line.find(std::filesystem::path(path).filename().string()) != std::string::npos;
-      else if (in_file && line.rfind("Rss:", 0) == 0)
-        kib = std::max<int64_t>(kib, 0) + std::stoll(line.substr(4));
-    }
-    return kib;
-  };
-  Engine e = Engine::open(path, vk::create_vk_backend(), EngineOptions{.ctx = 64});
-  const int64_t file_kib = int64_t(std::filesystem::file_size(path) / 1024);
-  const int64_t kib = resident_kib();
-  MESSAGE("file ", file_kib, " KiB, resident after the load ", kib, " KiB");
-  REQUIRE(kib >= 0);  // the mapping is there
-  CHECK(kib < file_kib / 4);
-  // The weights are still right: a greedy step matches the CPU backend's.
-  Engine cpu = Engine::open(path, std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{.threads = 2}), EngineOptions{.ctx = 64});
-  const std::vector<TokenId> prompt = {1, 15, 42, 7};
-  CHECK(argmax(e.prefill(prompt)) == argmax(cpu.prefill(prompt)));
 }

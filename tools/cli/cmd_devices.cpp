@@ -91,6 +91,7 @@ void print_device(const vk::DeviceInfo& d, bool is_default) {
     std::printf("    %-18s %zu: %s %s; %s\n", h == 0 ? "memory heaps" : "", h, format_bytes(double(heap.size)).c_str(),
                 flags.c_str(), budget.c_str());
   }
+  std::printf("    %-18s %s\n", "memory use", d.memory_summary().c_str());
   std::printf("    %-18s max storage buffer range %s, max allocation %s, max buffer %s, offset alignment %llu\n",
               "buffer limits", format_bytes(double(d.max_storage_buffer_range)).c_str(),
               format_bytes(double(d.max_memory_allocation_size)).c_str(),

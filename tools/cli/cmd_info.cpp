@@ -1,6 +1,7 @@
 // greta-vk info MODEL: what a GGUF file holds and what running it needs. Works on any valid GGUF: for a supported
 // architecture it prints the configuration and memory estimate, otherwise (or for a vocabulary-only file) the file
 // and tokenizer facts and why there is nothing more.
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <map>
@@ -9,8 +10,13 @@
 #include "args.h"
 #include "commands.h"
 #include "core/error.h"
+#include "cpu/cpu_backend.h"
+#include "engine/model.h"
+#include "engine/placement.h"
 #include "model/gguf.h"
 #include "model/model_config.h"
+#include "vk/device_info.h"
+#include "vk/instance.h"
 
 namespace greta::cli {
 
@@ -89,6 +95,39 @@ void print_tokenizer(const GgufFile& f) {
                 bos ? token_name(*bos).c_str() : "", eos ? std::to_string(*eos).c_str() : "-",
                 eos ? token_name(*eos).c_str() : "");
   if (f.find("tokenizer.chat_template")) std::printf("               has a chat template\n");
+}
+
+// What `run` would do with the model on each usable Vulkan device: how the device's memory is used (unified or
+// dedicated; weights in place, copied or staged) and where `--gpu-layers auto` puts the blocks at this context.
+void print_device_fit(const GgufFile& f, const ModelConfig& c, int64_t ctx) {
+  std::vector<vk::DeviceInfo> devices;
+  engine::ModelWeights weights;
+  try {
+    devices = vk::list_devices();
+    weights = engine::map_weights(f, c);
+  } catch (const Error& e) {
+    std::printf("devices:       none to place it on (%s)\n", e.what());
+    return;
+  }
+  bool first = true;
+  for (const vk::DeviceInfo& d : devices) {
+    if (!d.usable) continue;
+    std::printf("%-15s[%u] %s: memory %s\n", first ? "devices:" : "", d.index, d.name.c_str(), d.memory_summary().c_str());
+    first = false;
+    const engine::PlacementDevice places[] = {{cat("[", d.index, "]"), d.memory_capacity()},
+                                              {"the CPU", cpu::physical_memory_bytes()}};
+    engine::PlacementRequest request;
+    request.cpu_offload = true;
+    request.ctx = ctx;
+    try {
+      const engine::Placement p = engine::place_layers(c, weights, places, request);
+      std::printf("%-15s--gpu-layers auto at --ctx %" PRId64 ": %s\n", "", ctx,
+                  p.layers.back() == 0 ? cat("all ", c.n_layers, " blocks on it").c_str() : p.describe().c_str());
+    } catch (const Error& e) {
+      std::printf("%-15s--gpu-layers auto at --ctx %" PRId64 ": %s\n", "", ctx, e.what());
+    }
+  }
+  if (first) std::printf("devices:       no usable Vulkan device\n");
 }
 
 }  // namespace
@@ -189,6 +228,8 @@ int cmd_info(int argc, char** argv) {
   std::printf("               total %s (f32 KV) / %s (f16 KV), plus activations\n",
               format_bytes(double(weight_bytes) + kv_elems * 4).c_str(),
               format_bytes(double(weight_bytes) + kv_elems * 2).c_str());
+  // `run`'s context when --ctx is not given: the trained length, at most 4096.
+  print_device_fit(f, c, args.has("ctx") ? ctx : std::min<int64_t>(c.context_length > 0 ? c.context_length : 4096, 4096));
   return 0;
 }
 

@@ -164,6 +164,8 @@ LoadedModel load_model(ModelFiles files, const BackendRequest& backend, const en
                                     std::move(choice.backend), options),
                      choice.kind, choice.device, 0, choice.split};
   loaded.load_s = files.open_s + loaded.engine.timings().load_s;
+  if (const std::string note = loaded.engine.backend().weights_note(); !note.empty())
+    std::fprintf(stderr, "%s\n", note.c_str());
   const engine::Engine& e = loaded.engine;
   const int64_t trained = e.config().context_length;
   if (options.ctx > 0 && trained > 0 && options.ctx > trained)

@@ -132,9 +132,15 @@ public:
                : GemmKernel::tiled;
   }
 
+  std::string weights_note() const override {
+    if (in_place_bytes_ == 0) return "";
+    return cat("weights: ", format_bytes(double(in_place_bytes_)), " used in place from the mapped file on ",
+               context_->info().name, " (imported host memory)",
+               copied_bytes_ ? cat(", ", format_bytes(double(copied_bytes_)), " copied (not importable)") : "");
+  }
+
   uint64_t memory_capacity() const override {
-    const DeviceInfo& info = context_->info();
-    const uint64_t device = info.unified_memory() ? info.unified_bytes() : info.device_local_bytes();
+    const uint64_t device = context_->info().memory_capacity();
     return options_.device_memory_limit > 0 ? std::min(device, options_.device_memory_limit) : device;
   }
 
@@ -147,6 +153,7 @@ public:
            format_bytes(double(memory_capacity())), " of device memory (--gpu-layers puts part of the model on the CPU)");
     weights_.resize(weights.size());
     const bool unified = context_->info().unified_memory();
+    const bool import = context_->features().external_memory_host && options_.import_host_weights;
     uint64_t matrix_bytes = 0, f32_matrix_bytes = 0;
     for (size_t i = 0; i < weights.size(); ++i) {
       const engine::WeightDesc& d = weights[i];
@@ -167,7 +174,15 @@ public:
         model::dequantize_row(d.type, d.data, w.host_values.data(), d.cols);
         w.vector = allocator_->create_buffer(w.host_values.size() * sizeof(float), MemoryUse::device, d.name);
         transfer_->upload(w.vector, w.host_values);
+      } else if (import && d.release &&
+                 (w.matrix = allocator_->import_split_buffer(d.data, (d.bytes + 3) & ~uint64_t(3), w.row_bytes, d.name))
+                     .size() > 0) {
+        // The mapped file's pages are the device's memory: used in place, nothing copied, nothing to release. (The
+        // padding to 4 bytes stays within the file's last page: only a size that is not a multiple of 4 is padded.)
+        in_place_bytes_ += d.bytes;
+        continue;
       } else if (unified) {
+        if (import && d.release) copied_bytes_ += d.bytes;  // could not be imported
         // Unified memory: straight from the mapped file into device memory the host can write, no staging copy.
         w.matrix = allocator_->create_split_buffer((d.bytes + 3) & ~uint64_t(3), w.row_bytes, d.name,
                                                    MemoryUse::device_mapped);
@@ -478,6 +493,8 @@ private:
     engine::ElemType type = engine::ElemType::F32;
   };
   std::map<std::string, Persistent> persistent_;
+  uint64_t in_place_bytes_ = 0;  // weights used in place from the mapped file (imported host memory)
+  uint64_t copied_bytes_ = 0;    // matrices of the mapped file that could not be imported (copied instead)
   bool f16_attention_ = true;  // false for models whose matrices are mostly F32 (their users asked for f32 accuracy)
   DeviceKey device_key_;
   std::string tuning_path_;                            // the tuning cache file ("" without a cache directory)

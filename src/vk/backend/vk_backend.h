@@ -4,6 +4,8 @@
 //   load_weights  matrices are uploaded once in their GGUF format (quantized blocks as stored; the kernels
 //                 dequantize), split into several buffers at whole rows when one binding cannot hold them
 //                 (memory.h: SplitBuffer); 1-row weights (norms, biases, rope factors) are decoded to f32 on the host.
+//                 On unified memory (integrated GPUs, lavapipe) matrices are imported in place from the mapped file
+//                 where the driver allows (VK_EXT_external_memory_host), else copied into mapped device memory.
 //   prepare       device buffers for the plan (the KV page pool shared by name across plans, and enlarged with its
 //                 contents kept when a plan declares it larger), then every op encoded once by its op_*.cpp into a
 //                 command buffer that each step resubmits. F16 buffers (KV caches) take 2 bytes per element.
@@ -49,6 +51,9 @@ struct VkBackendOptions {
   // Device-local bytes the backend may use at most (0: the device's): its memory_capacity() and every allocation
   // keep within it (`--device-memory-limit`, to run as a smaller GPU would).
   uint64_t device_memory_limit = 0;
+  // On unified memory with VK_EXT_external_memory_host (DeviceInfo::imports_host_memory), matrices are used in place
+  // from the mapped model file instead of being copied; tests turn it off to cover the copy.
+  bool import_host_weights = true;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
