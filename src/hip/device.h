@@ -113,10 +113,17 @@ public:
   MemoryPool(const MemoryPool&) = delete;
   MemoryPool& operator=(const MemoryPool&) = delete;
 
+  // Throws greta::Error naming `device` and the sizes when the device is out of memory or the range would pass the
+  // limit.
   Range allocate(size_t bytes);
   void release(const Range& r);
   size_t reserved_bytes() const;  // held from the device
   size_t used_bytes() const { return used_; }
+  // Caps the bytes handed out at once (0: no cap), as a smaller GPU would; `device` names it in messages.
+  void set_limit(size_t bytes, std::string device) {
+    limit_ = bytes;
+    device_ = std::move(device);
+  }
 
 private:
   struct FreeRange {
@@ -128,6 +135,8 @@ private:
   };
   std::vector<Chunk> chunks_;
   size_t used_ = 0;
+  size_t limit_ = 0;
+  std::string device_ = "the HIP device";
 };
 
 // A range of the pool, returned on destruction.

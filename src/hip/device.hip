@@ -75,6 +75,9 @@ PinnedMemory::~PinnedMemory() { (void)gpuHostFree(p_); }
 
 MemoryPool::Range MemoryPool::allocate(size_t bytes) {
   const size_t need = std::max<size_t>(kAlign, (bytes + kAlign - 1) / kAlign * kAlign);
+  if (limit_ > 0 && used_ + need > limit_)
+    fail("hip: out of device memory allocating ", format_bytes(double(bytes)), " on ", device_, ": in use ",
+         format_bytes(double(used_)), " of the ", format_bytes(double(limit_)), " the device memory limit allows");
   for (size_t c = 0; c < chunks_.size(); ++c) {
     auto& free = chunks_[c].free;
     for (size_t i = 0; i < free.size(); ++i) {
@@ -88,7 +91,12 @@ MemoryPool::Range MemoryPool::allocate(size_t bytes) {
     }
   }
   Chunk chunk;
-  chunk.memory = std::make_unique<DeviceMemory>(std::max(need, kChunkBytes));
+  try {
+    chunk.memory = std::make_unique<DeviceMemory>(std::max(need, kChunkBytes));
+  } catch (const Error& e) {
+    fail(e.what(), " on ", device_, " (", format_bytes(double(bytes)), " requested; ", format_bytes(double(used_)),
+         " in use, ", format_bytes(double(reserved_bytes())), " reserved)");
+  }
   if (chunk.memory->size() > need) chunk.free.push_back({need, chunk.memory->size() - need});
   chunks_.push_back(std::move(chunk));
   used_ += need;

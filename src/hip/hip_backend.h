@@ -40,6 +40,9 @@ namespace greta::hip {
 
 struct HipBackendOptions {
   int device = 0;
+  // Device bytes the backend may use at most (0: the device's): its memory_capacity() and the memory pool keep within
+  // it (`--device-memory-limit`, to run as a smaller GPU would).
+  uint64_t device_memory_limit = 0;
   bool use_graphs = true;  // GRETA_HIP_NO_GRAPHS=1 in the environment turns them off
 };
 

@@ -76,6 +76,7 @@ HipBackend::HipBackend(const HipBackendOptions& options) : options_(options) {
     options_.use_graphs = false;
   stream_ = std::make_unique<Stream>();
   pool_ = std::make_unique<MemoryPool>();
+  pool_->set_limit(options.device_memory_limit, props_.name);
   ctx_ = {stream_->get(), props_.wave_size, props_.mma};
   // A kernel launch tells whether this build carries code for the device.
   try {
@@ -103,10 +104,12 @@ std::string HipBackend::name() const {
 
 uint64_t HipBackend::memory_capacity() const {
   size_t free_b = 0, total = 0;
-  if (gpuMemGetInfo(&free_b, &total) != gpuSuccess) return props_.memory_bytes;
+  const uint64_t limit = options_.device_memory_limit;
+  if (gpuMemGetInfo(&free_b, &total) != gpuSuccess) return limit > 0 ? std::min(limit, props_.memory_bytes) : props_.memory_bytes;
   // What the engine may still place: free memory plus what this backend already holds (its weights and caches are
   // part of the budget the engine computes), keeping 5% for the runtime.
-  return uint64_t(double(free_b + pool_->reserved_bytes()) * 0.95);
+  const auto device = uint64_t(double(free_b + pool_->reserved_bytes()) * 0.95);
+  return limit > 0 ? std::min(limit, device) : device;
 }
 
 void HipBackend::upload(uint8_t* dst, const void* src, size_t bytes) {

@@ -36,7 +36,8 @@ std::vector<GretaHipDeviceInfo> list_devices();
 
 // A backend on device `index` (-1: device 0). Throws one line: plugin/runtime missing, no device, bad index, or
 // whatever the plugin's backend constructor reports (e.g. no code for this GPU's architecture).
-std::unique_ptr<engine::Backend> create_backend(int index);
+// `device_memory_limit` > 0 caps what it may use on the device (`--device-memory-limit`).
+std::unique_ptr<engine::Backend> create_backend(int index, uint64_t device_memory_limit = 0);
 
 // For `greta-vk devices`: the HIP devices as text (one block per device), or one line saying why there are none.
 std::string describe_devices();

@@ -62,11 +62,11 @@ extern "C" __attribute__((visibility("default"))) int greta_hip_device_info(int 
   }
 }
 
-extern "C" __attribute__((visibility("default"))) greta::engine::Backend* greta_hip_create_backend(int index,
-                                                                                                  char* error,
-                                                                                                  size_t error_size) {
+extern "C" __attribute__((visibility("default"))) greta::engine::Backend* greta_hip_create_backend(
+    int index, uint64_t device_memory_limit, char* error, size_t error_size) {
   try {
-    return new greta::hip::HipBackend(greta::hip::HipBackendOptions{.device = index});
+    return new greta::hip::HipBackend(
+        greta::hip::HipBackendOptions{.device = index, .device_memory_limit = device_memory_limit});
   } catch (const std::exception& e) {
     set_error(error, error_size, e.what());
     return nullptr;

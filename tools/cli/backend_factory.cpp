@@ -50,9 +50,8 @@ BackendChoice make_cpu(const BackendRequest& request) {
 // The HIP backend lives in a plugin loaded at run time (src/hip/hip_loader.h): every failure (no plugin, no HIP
 // runtime, no device) is one line from the loader.
 BackendChoice make_hip(const BackendRequest& request) {
-  if (request.device_memory_limit > 0) fail("--device-memory-limit: the HIP backend does not take a limit yet (vk does)");
   BackendChoice choice;
-  choice.backend = hip::create_backend(int(request.device));
+  choice.backend = hip::create_backend(int(request.device), request.device_memory_limit);
   const auto devices = hip::list_devices();
   const size_t index = request.device < 0 ? 0 : size_t(request.device);
   choice.device = index < devices.size() ? devices[index].name : "HIP device";
@@ -108,7 +107,7 @@ constexpr OptionSpec k_backend_options[] = {
     {"split-mode", nullptr, true, "none | layer: one GPU, or consecutive blocks on each of --devices (default: layer "
                                   "when --devices names several)"},
     {"tensor-split", nullptr, true, "LIST: shares of the blocks per GPU of --devices, e.g. 3,1 (default: by memory)"},
-    {"device-memory-limit", nullptr, true, "SIZE: use at most this much memory on each GPU, e.g. 2G (vk; testing)"},
+    {"device-memory-limit", nullptr, true, "SIZE: use at most this much memory on each GPU, e.g. 2G (testing)"},
 };
 
 // "0,1" -> {0, 1}.
