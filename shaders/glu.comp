@@ -13,6 +13,9 @@ layout(binding = 1) readonly buffer Up { float up[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 layout(push_constant) uniform Push { uint count; float alpha; float limit; } pc;
 
+#extension GL_GOOGLE_include_directive : require
+#include "glu.glsl"
+
 float act(float g, float u) {
   if (KIND == 1u) {
     const float z = 0.7978845608028654 * g * (1.0 + 0.044715 * g * g);
@@ -20,11 +23,8 @@ float act(float g, float u) {
     const float th = sign(z) * (1.0 - e) / (1.0 + e);
     return 0.5 * g * (1.0 + th) * u;
   }
-  if (KIND == 2u) {
-    const float x = min(g, pc.limit), v = clamp(u, -pc.limit, pc.limit);
-    return x / (1.0 + exp(-pc.alpha * x)) * (v + 1.0);
-  }
-  return g / (1.0 + exp(-g)) * u;
+  if (KIND == 2u) return glu_oai(g, u, pc.alpha, pc.limit);
+  return glu_silu(g, u);
 }
 
 void main() {

@@ -16,14 +16,17 @@
 //               rounding).
 //   IN_SWIGLU   x is the gate and aux the up projection (same layout): the activation is silu(x) * aux, computed as
 //               the swiglu kernel does.
+//   IN_SWIGLU_OAI  the same with gpt-oss's clamped SwiGLU (glu.glsl), alpha and limit spec constants 6 and 7.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
-const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2, IN_SWIGLU_OAI = 3;
 layout(constant_id = 3) const uint INPUT = IN_PLAIN;
+layout(constant_id = 6) const float GLU_ALPHA = 1.702;  // IN_SWIGLU_OAI
+layout(constant_id = 7) const float GLU_LIMIT = 7.0;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 layout(binding = 1) readonly buffer X { float x[]; };
 layout(binding = 2) buffer Y { float y[]; };
@@ -37,6 +40,7 @@ layout(push_constant) uniform Push {
   float eps;    // IN_RMSNORM
 } pc;
 #include "dequant.glsl"
+#include "glu.glsl"
 
 const uint MAX_ROWS = 8;
 const uint MAX_SUBGROUPS = 64;
@@ -50,7 +54,8 @@ float activation(uint x_base, uint e, inout float ss) {
     ss += v * v;
     return v * aux[e];
   }
-  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux[x_base + e];
+  if (INPUT == IN_SWIGLU) return glu_silu(v, aux[x_base + e]);
+  if (INPUT == IN_SWIGLU_OAI) return glu_oai(v, aux[x_base + e], GLU_ALPHA, GLU_LIMIT);
   return v;
 }
 

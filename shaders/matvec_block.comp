@@ -36,7 +36,8 @@
 //
 // Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
-// product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up.
+// product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up, and
+// IN_SWIGLU_OAI gpt-oss's clamped SwiGLU of them (glu.glsl; alpha and limit are spec constants 6 and 7).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -47,8 +48,10 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
 layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
-const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2, IN_SWIGLU_OAI = 3;
 layout(constant_id = 3) const uint INPUT = IN_PLAIN;
+layout(constant_id = 6) const float GLU_ALPHA = 1.702;  // IN_SWIGLU_OAI
+layout(constant_id = 7) const float GLU_LIMIT = 7.0;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 #if defined(X_Q8)
 layout(binding = 1) readonly buffer X { uint xq[]; };  // quantize_q8.comp's rows: codes, then scales
@@ -74,6 +77,7 @@ layout(push_constant) uniform Push {
 #endif
 } pc;
 #include "dequant.glsl"
+#include "glu.glsl"
 #if defined(X_Q8)
 #include "q8_rows.glsl"
 #endif
@@ -91,7 +95,8 @@ vec4 mv_activation(uint x4_base, uint i, inout float ss) {
     ss += dot(v, v);
     return v * aux4[i];
   }
-  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux4[x4_base + i];
+  if (INPUT == IN_SWIGLU) return glu_silu(v, aux4[x4_base + i]);
+  if (INPUT == IN_SWIGLU_OAI) return glu_oai(v, aux4[x4_base + i], GLU_ALPHA, GLU_LIMIT);
   return v;
 }
 #endif

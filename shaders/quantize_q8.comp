@@ -7,6 +7,7 @@
 //   IN_PLAIN    a = x row x_row0 + t
 //   IN_RMSNORM  a = x row * (1 / sqrt(mean(x row^2) + eps)) * aux (the norm weight): the rmsnorm op itself
 //   IN_SWIGLU   a = silu(x row) * aux row (gate, up)
+//   IN_SWIGLU_OAI  a = gpt-oss's clamped SwiGLU of them (glu.glsl; alpha and limit: spec constants 2 and 3)
 // One workgroup per token row (grid-stride); WG invocations (spec constant 0, a power of two >= 8) each take one
 // 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum (any subgroup size
 // works); the sum of squares is reduced per subgroup, then across them in shared memory. cols % 32 == 0.
@@ -14,13 +15,16 @@
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
-const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2;
+const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2, IN_SWIGLU_OAI = 3;
 layout(constant_id = 1) const uint INPUT = IN_PLAIN;
+layout(constant_id = 2) const float GLU_ALPHA = 1.702;  // IN_SWIGLU_OAI
+layout(constant_id = 3) const float GLU_LIMIT = 7.0;
 layout(binding = 0) readonly buffer X { vec4 x4[]; };
 layout(binding = 1) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else x
 layout(binding = 2) writeonly buffer Q { uint q[]; };
 layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; } pc;
 
+#include "glu.glsl"
 #include "q8_rows.glsl"
 
 const uint WG = gl_WorkGroupSize.x;
@@ -29,7 +33,8 @@ shared float red[WG];  // IN_RMSNORM: the sum of squares; then each group's max 
 vec4 input_group(uint x4_base, uint g, float norm_scale) {
   const vec4 v = x4[x4_base + g];
   if (INPUT == IN_RMSNORM) return v * norm_scale * aux4[g];
-  if (INPUT == IN_SWIGLU) return v / (1.0 + exp(-v)) * aux4[x4_base + g];
+  if (INPUT == IN_SWIGLU) return glu_silu(v, aux4[x4_base + g]);
+  if (INPUT == IN_SWIGLU_OAI) return glu_oai(v, aux4[x4_base + g], GLU_ALPHA, GLU_LIMIT);
   return v;
 }
 

@@ -268,9 +268,11 @@ struct SwigluMatmulCase {
 };
 
 // h = silu(gate) * up (in place over gate, like ffn_swiglu, unless `separate_out`), x += W_down h (ffn_down and the
-// residual, 29 rows); with `extra_reader` an add also reads h.
+// residual, 29 rows); with `extra_reader` an add also reads h. `kind` SwiGluOai: gpt-oss's clamped GLU instead, with a
+// limit of 0.7 so that the clamps bind on both gate and up.
 inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int64_t ffn, bool separate_out,
-                                           bool extra_reader, uint32_t& seed) {
+                                           bool extra_reader, uint32_t& seed,
+                                           engine::GluKind kind = engine::GluKind::SiLU) {
   const int64_t dim = 29;
   engine::OpCase c(n, 8);
   const engine::BufferId gate = c.input("gate", n * ffn, seed++, 6.f);
@@ -279,7 +281,7 @@ inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int6
   const engine::BufferId x = c.input("x", n * dim, seed++);
   const engine::BufferId product = c.output("ffn_out", n * dim);
   const engine::WeightId down = c.weight("w_down", type, dim, ffn, seed++);
-  c.add("ffn_swiglu", engine::GluOp{gate, up, h, n * ffn});
+  c.add("ffn_swiglu", engine::GluOp{gate, up, h, n * ffn, kind, 1.702f, 0.7f});
   c.add("ffn_down", engine::MatMulOp{h, product, down, n, ffn, dim});
   c.add("ffn_residual", engine::AddOp{x, product, n * dim});
   engine::BufferId extra = engine::kNoBuffer;

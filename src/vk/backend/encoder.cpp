@@ -56,6 +56,11 @@ const ComputePipeline& OpEncoder::pipeline(ShaderId id, std::initializer_list<Sp
   return res_.pipelines->get(id, std::span<const SpecConstant>(spec.begin(), spec.size()), options);
 }
 
+const ComputePipeline& OpEncoder::pipeline(ShaderId id, std::span<const SpecConstant> spec,
+                                           const PipelineOptions& options) {
+  return res_.pipelines->get(id, spec, options);
+}
+
 void OpEncoder::dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
                          std::span<const std::byte> push, std::array<uint32_t, 3> groups) {
   recorder_->dispatch(p, buffers, push, groups, label_);
@@ -129,7 +134,7 @@ BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {
 }
 
 BufferSpan OpEncoder::q8_span_for(const Q8Source& src) {
-  GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input <= 2, "int8 activations of ",
+  GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input <= 3, "int8 activations of ",
               src.rows, " x ", src.cols);
   const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;  // q8_rows.glsl: 32 codes + a scale
   if (q8_span_.size < bytes) q8_span_ = scratch_buffer(bytes, "int8 activations");
@@ -149,7 +154,7 @@ BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
   const BufferSpan out = q8_span_for(src);
   barrier();  // matvecs recorded earlier may still read the previous copy
   const BufferSpan x = buffer(src.x);
-  const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input == 2 ? buffer(src.up) : x;
+  const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input >= 2 ? buffer(src.up) : x;
   GRETA_CHECK(x.size >= uint64_t(src.x_row0 + src.rows) * uint64_t(src.cols) * 4, "int8 activations past buffer ",
               src.x);
   // One workgroup per row, one 4-element group per invocation and step: as many invocations as the row has groups
@@ -162,12 +167,28 @@ BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
     uint32_t cols, rows, x_row0;
     float eps;
   } push{to_u32(src.cols, "columns"), to_u32(src.rows, "rows"), to_u32(src.x_row0, "row offset"), src.eps};
-  const auto& p = pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
+  const auto& p = src.input == 3 ? pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input},
+                                                                    {2, std::bit_cast<uint32_t>(src.alpha)},
+                                                                    {3, std::bit_cast<uint32_t>(src.limit)}})
+                                 : pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
   dispatch(p, {x, aux, out}, as_push(push), {std::min(push.rows, info().max_workgroup_count[0]), 1, 1});
   note_variant("quantize_q8");
   barrier();
   q8_of_ = src;
   return out;
+}
+
+uint32_t fused_glu_input(const engine::GluOp& glu) {
+  switch (glu.kind) {
+    case engine::GluKind::SiLU: return 2;
+    case engine::GluKind::SwiGluOai: return 3;
+    default: fail("vk: a ", engine::glu_kind_name(glu.kind), " GLU cannot be fused into a matvec's input");
+  }
+}
+
+void append_glu_constants(std::vector<SpecConstant>& spec, const engine::GluOp& glu) {
+  spec.push_back({6, std::bit_cast<uint32_t>(glu.alpha)});
+  spec.push_back({7, std::bit_cast<uint32_t>(glu.limit)});
 }
 
 void OpEncoder::note_written(std::span<const engine::BufferId> writes) {

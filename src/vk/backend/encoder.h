@@ -2,6 +2,7 @@
 // buffers and the model's weights. One function per op kind, declared below, turns one engine op into dispatches.
 #pragma once
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -42,12 +43,14 @@ struct DeviceWeight {
 // The input of the int8 decode matvecs (matvec_q8_<type>): what quantize_q8.comp makes it from. Compared whole, so
 // matvecs of one input (Q, K and V; gate and up) share one quantization.
 struct Q8Source {
-  uint32_t input = 0;              // quantize_q8.comp's INPUT: 0 plain rows, 1 rmsnorm(rows) * norm, 2 silu(gate) * up
+  uint32_t input = 0;  // quantize_q8.comp's INPUT: 0 plain rows, 1 rmsnorm(rows) * norm, 2 silu(gate) * up, 3 gpt-oss's
+                       // clamped SwiGLU of gate and up (alpha, limit)
   engine::BufferId x = -1;         // the rows (plain, rmsnorm) or the gate (swiglu)
   engine::BufferId up = -1;        // swiglu: the up projection
   engine::WeightId norm = -1;      // rmsnorm: the norm weight
   int64_t x_row0 = 0, rows = 0, cols = 0;  // rows x_row0 .. x_row0 + rows of x, cols % 32 == 0
   float eps = 0.f;                 // rmsnorm
+  float alpha = 0.f, limit = 0.f;  // input 3
   bool operator==(const Q8Source&) const = default;
 };
 
@@ -115,6 +118,7 @@ public:
 
   const ComputePipeline& pipeline(ShaderId id, std::initializer_list<SpecConstant> spec = {},
                                   const PipelineOptions& options = {});
+  const ComputePipeline& pipeline(ShaderId id, std::span<const SpecConstant> spec, const PipelineOptions& options = {});
   void dispatch(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers, std::span<const std::byte> push,
                 std::array<uint32_t, 3> groups);
   // A dispatch whose workgroup counts come from `args` (step_split_groups) when it runs, at most `max_groups`.
@@ -166,6 +170,12 @@ private:
   BufferSpan q8_span_for(const Q8Source& source);
 };
 
+// A GLU made inside a decode kernel's input stage (the swiglu fusion): matvec*.comp's and quantize_q8.comp's INPUT,
+// 2 for SiLU, 3 for gpt-oss's clamped SwiGLU (IN_SWIGLU_OAI, whose alpha and limit append_glu_constants adds as
+// matvec*.comp's spec constants 6 and 7). Throws for the other activations, which stay ops.
+uint32_t fused_glu_input(const engine::GluOp& glu);
+void append_glu_constants(std::vector<SpecConstant>& spec, const engine::GluOp& glu);
+
 // Workgroup size of the simple elementwise kernels.
 inline constexpr uint32_t kElementwiseWorkgroup = 256;
 
@@ -175,7 +185,7 @@ struct MatmulArgs {
   engine::MatMulOp op;
   bool accumulate = false;                 // y += W x: the residual add that consumed the product
   std::optional<engine::RmsNormOp> norm;   // input = rmsnorm(norm.in rows from norm.in_row_offset) * norm.weight
-  std::optional<engine::GluOp> swiglu;  // input = silu(swiglu.gate) * swiglu.up
+  std::optional<engine::GluOp> swiglu;  // input = act(swiglu.gate) * swiglu.up (SiLU or gpt-oss's clamped SwiGLU)
   std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
 };
 

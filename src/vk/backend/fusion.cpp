@@ -76,9 +76,10 @@ public:
       if (rec(i).kind == OpRecord::Kind::absorbed) continue;
       const engine::OpVariant& op = plan_.ops[i].op;
       if (std::holds_alternative<engine::RmsNormOp>(op) && (fusions_ & kFuseNorm)) fuse_input(i);
-      // Only SiLU's GLU is built into the matvec's input stage; the other activations stay ops.
+      // SiLU's and gpt-oss's clamped GLU are built into the matvec's input stage; GELU's stays an op.
       if (const auto* glu = std::get_if<engine::GluOp>(&op);
-          glu && glu->kind == engine::GluKind::SiLU && (fusions_ & kFuseSwiglu))
+          glu && (glu->kind == engine::GluKind::SiLU || glu->kind == engine::GluKind::SwiGluOai) &&
+          (fusions_ & kFuseSwiglu))
         fuse_input(i);
       if (std::holds_alternative<engine::RopeOp>(op) && (fusions_ & kFuseRopeKv)) fuse_rope_kv(i);
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);

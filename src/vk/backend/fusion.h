@@ -14,10 +14,11 @@
 //             rmsnorm dispatch is dropped when nothing else reads its output before it is written again, else it
 //             still runs, concurrently with the matvecs (they do not read its output)
 //   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
-//   swiglu    swiglu + the decode matvec reading its output -> a matvec on silu(gate) * up; the swiglu dispatch is
-//             dropped (or kept, as for the norm, when its output is read elsewhere and does not alias gate or up)
+//   swiglu    swiglu (SiLU's, or gpt-oss's clamped one) + the decode matvec reading its output -> a matvec on
+//             act(gate) * up; the swiglu dispatch is dropped (or kept, as for the norm, when its output is read
+//             elsewhere and does not alias gate or up)
 //   norm and swiglu also feed decode expert matmuls on the block-wise kernels: a MoE layer's ffn_norm goes into the
-//   router and the gate and up projections (and is dropped), its SiLU GLU into the down projection
+//   router and the gate and up projections (and is dropped), its GLU into the down projection
 //   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
 //             with the residual fusion also + the residual add after it -> y += W x + b
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.

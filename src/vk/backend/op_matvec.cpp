@@ -32,7 +32,7 @@ namespace {
 // GEMM, at 16 sequences 513 vs 667 (docs/benchmarks.md).
 constexpr int64_t kMatvecMaxTokens = 8;
 
-enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2 };  // matvec*.comp's INPUT
+enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2, kInSwigluOai = 3 };  // matvec*.comp's INPUT
 
 }  // namespace
 
@@ -74,7 +74,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   } else if (args.swiglu) {
     const engine::GluOp& s = *args.swiglu;
     GRETA_CHECK(s.out == op.in && s.elems == op.n_tokens * op.in_features, "swiglu fused into ", w.name);
-    input = kInSwiglu;
+    input = fused_glu_input(s);
     x = e.buffer(s.gate);
     aux = e.buffer(s.up);
   }
@@ -94,6 +94,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       src.eps = args.norm->eps;
     } else if (args.swiglu) {
       src.x = args.swiglu->gate, src.up = args.swiglu->up;
+      src.alpha = args.swiglu->alpha, src.limit = args.swiglu->limit;
     } else {
       src.x = op.in;
     }
@@ -104,7 +105,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
   // takes 4 rows: half the workgroups, half that work.
-  uint32_t local = 128, rows_per_group = input == kInSwiglu ? 4 : 2;
+  uint32_t local = 128, rows_per_group = input >= kInSwiglu ? 4 : 2;
   if (const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info())) std::tie(local, rows_per_group) = *shape;
   // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
   // largest power of two up to 8 that divides the step (buckets are powers of two), rows cut so rows x tokens <= 8;
@@ -127,10 +128,11 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
            to_u32(op.out_features, "out features"), x_row0, eps};
-    const auto& p = q8 || block ? e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
-                                                  {4, tokens_per_group}, {5, args.bias.has_value()}})
-                                : e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
-                                                  {5, args.bias.has_value()}});
+    std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
+                                      {5, args.bias.has_value()}};
+    if (q8 || block) spec.push_back({4, tokens_per_group});
+    if (input == kInSwigluOai) append_glu_constants(spec, *args.swiglu);
+    const auto& p = e.pipeline(id, spec);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, as_push(push),
                {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
@@ -140,6 +142,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
   if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
   if (fused_input == kInSwiglu) e.note_variant("fused swiglu input");
+  if (fused_input == kInSwigluOai) e.note_variant("fused clamped swiglu input");
 }
 
 }  // namespace greta::vk

@@ -30,9 +30,11 @@ constexpr int64_t kMoeMaxExperts = 512;  // moe_group.comp's and moe_route.comp'
 constexpr int64_t kMoeMaxK = 32;         // moe_route.comp's MAX_K
 // moe_gemm tile: matmul_tiled's default shape (BM x BN of C, K steps of BK; BM/4 * BN/4 invocations).
 constexpr uint32_t kGemmBM = 64, kGemmBN = 64, kGemmBK = 16;
-// moe_coopmat's tile: 64 slots x 128 weight rows on 2 x 2 subgroups (2 x 4 fragments each), K steps of 32. A
-// prefill step gives an expert tens of slots (Qwen3-30B-A3B at 512 tokens: 32 on average), so BM stays at 64.
-constexpr MatmulTile kMoeCoopmatTile{64, 128, 2, 2, 32, 1};
+// moe_coopmat's tile: 64 slots x 128 weight rows on 2 x 4 subgroups (2 x 2 fragments each), K steps of 64. A
+// prefill step gives an expert tens of slots (Qwen3-30B-A3B at 512 tokens: 32 on average), so BM stays at 64. H200
+// pp512 (tokens/s), Qwen3-30B-A3B-shaped Q4_K_M / gpt-oss-20b-shaped MXFP4: 64x128x2x4x64 5213 / 6933, the former
+// 64x128x2x2x32 4918 / 6507, 128x128x2x4x64 5015 / 6510, 64x64x2x2x64 4926, 64x128x2x2x32x2 4222 (GRETA_VK_MOE_TILE).
+constexpr MatmulTile kMoeCoopmatTile{64, 128, 2, 4, 64, 1};
 
 struct MoeVariants {
   model::GgmlType type;
@@ -151,19 +153,22 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
     } else if (swiglu) {
       GRETA_CHECK(op.per_slot_input && swiglu->out == op.in && swiglu->elems == slots * op.in_features,
                   "swiglu fused into ", w.name);
-      input = 2, xin = e.buffer(swiglu->gate), aux = e.buffer(swiglu->up);
+      input = fused_glu_input(*swiglu), xin = e.buffer(swiglu->gate), aux = e.buffer(swiglu->up);
     }
     if (q8) {
       Q8Source src{.input = input, .x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens, .cols = op.in_features};
       if (norm) src.x = norm->in, src.norm = norm->weight, src.x_row0 = norm->in_row_offset, src.eps = norm->eps;
-      if (swiglu) src.x = swiglu->gate, src.up = swiglu->up;
+      if (swiglu) src.x = swiglu->gate, src.up = swiglu->up, src.alpha = swiglu->alpha, src.limit = swiglu->limit;
       xin = aux = e.q8_copy(src);
       input = 0, x_row0 = 0;  // the quantizer made the input rows
     }
     if (input == 1) e.note_variant("fused rmsnorm input");
     if (input == 2) e.note_variant("fused swiglu input");
+    if (input == 3) e.note_variant("fused clamped swiglu input");
     if (q8 && norm) e.note_variant("fused rmsnorm input (quantize_q8)");
-    if (q8 && swiglu) e.note_variant("fused swiglu input (quantize_q8)");
+    if (q8 && swiglu)
+      e.note_variant(swiglu->kind == engine::GluKind::SiLU ? "fused swiglu input (quantize_q8)"
+                                                           : "fused clamped swiglu input (quantize_q8)");
     // 2 rows per workgroup of 64 (or the subgroup size): an expert's rows are short (768 columns in Qwen3-30B-A3B),
     // so 128 invocations left many idle. H200 tg128 (t/s) by workgroup x rows, Qwen3-30B-A3B-shaped Q4_K_M /
     // gpt-oss-20b-shaped MXFP4: 128x2 216 / 240, 64x2 227 / 240, 32x4 229 / 239, 64x4 222 / 239, 256x2 182 / 229.
@@ -171,7 +176,9 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
     uint32_t local = std::max<uint32_t>(64, e.info().subgroup_size), rows_per_group = 2;
     if (const auto shape = matvec_shape_from_env("GRETA_VK_MOE_MATVEC", e.info()))
       std::tie(local, rows_per_group) = *shape;
-    const auto& p = e.pipeline(id, {{0, local}, {1, rows_per_group}, {2, 0u}, {3, input}, {4, 1u}});
+    std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, 0u}, {3, input}, {4, 1u}};
+    if (input == 3) append_glu_constants(spec, *swiglu);
+    const auto& p = e.pipeline(id, spec);
     const struct {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
