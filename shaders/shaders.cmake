@@ -85,3 +85,5 @@ greta_add_shader(attention_decode_f32_kvq8 attention_decode.comp DEFINES CACHE_Q
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.
 greta_add_shader(rope_kv_f32 rope_kv.comp)
 greta_add_shader(rope_kv_f32_kvf16 rope_kv.comp DEFINES CACHE_F16)
+greta_add_shader(qk_norm_rope_kv_f32 qk_norm_rope_kv.comp)
+greta_add_shader(qk_norm_rope_kv_f32_kvf16 qk_norm_rope_kv.comp DEFINES CACHE_F16)

@@ -299,10 +299,11 @@ struct RopeKvCase {
 
 // A decode step's rope_q, rope_k, k_cache and (with `v_write`) v_cache: n tokens at positions 3000.., 6 query heads
 // over 2 KV heads, rope base 5e5, freq_scale 0.5; partial: half of each head rotated. The caches start random.
-// With `scaled`, both ropes get set_rope_scaling(yarn = true).
+// With `scaled`, both ropes get set_rope_scaling(yarn = true); with `qk_norm`, the per-head RMSNorms of q and k
+// (qwen3's attn_q_norm / attn_k_norm) come first.
 inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t head_dim, bool partial, bool factors,
                                bool v_write, uint32_t& seed, engine::ElemType kv_type = engine::ElemType::F32,
-                               bool scaled = false) {
+                               bool scaled = false, bool qk_norm = false) {
   const int64_t heads = 6, kv_heads = 2, ctx = 3100, rope_dims = partial ? head_dim / 2 : head_dim;
   const int64_t kv_width = kv_heads * head_dim;
   engine::OpCase c(n, ctx);
@@ -316,6 +317,12 @@ inline RopeKvCase rope_kv_case(model::RopePairing pairing, int64_t n, int64_t he
   const engine::WeightId ff =
       factors ? c.weight("rope_freqs", model::GgmlType::F32, 1, rope_dims / 2, seed++, 1.f, 8.f) : engine::kNoWeight;
   const auto pos = c.plan.positions;
+  if (qk_norm) {
+    const engine::WeightId qn = c.weight("q_norm", model::GgmlType::F32, 1, head_dim, seed++, 0.5f, 1.5f);
+    const engine::WeightId kn = c.weight("k_norm", model::GgmlType::F32, 1, head_dim, seed++, 0.5f, 1.5f);
+    c.add("attn_q_norm", engine::RmsNormOp{q, q, qn, n * heads, head_dim, 0, 1e-6f});
+    c.add("attn_k_norm", engine::RmsNormOp{k, k, kn, n * kv_heads, head_dim, 0, 1e-5f});
+  }
   c.add("rope_q", engine::RopeOp{q, pos, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
   c.add("rope_k", engine::RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, ff});
   if (scaled)

@@ -644,6 +644,42 @@ TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dis
   CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
 }
 
+// qwen3's attn_q_norm and attn_k_norm before the rope: all four ops and the cache writes in one qk_norm_rope_kv
+// dispatch, a workgroup per head (heads of fewer, as many and more pairs than its 64 invocations).
+TEST_CASE("vk decode fusion: per-head q/k norms, rope and the kv-cache writes in one dispatch") {
+  uint32_t seed = 1130;
+  for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16})
+    for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+      for (int64_t head_dim : {int64_t(40), int64_t(128), int64_t(256)})
+        for (bool partial : {false, true})
+          for (int64_t n : {int64_t(1), int64_t(3)}) {
+            const bool f16 = kv == engine::ElemType::F16, v_write = n == 1 || partial;
+            if (f16 && (head_dim != 128 || partial)) continue;
+            CAPTURE(f16);
+            CAPTURE(int(pairing));
+            CAPTURE(head_dim);
+            CAPTURE(partial);
+            CAPTURE(n);
+            auto rc = test::rope_kv_case(pairing, n, head_dim, partial, true, v_write, seed, kv, false, true);
+            const std::string kernels = compare_fused(rc.c, rc.k_cache, f16 ? 1e-8 : 1e-8);
+            CHECK_MESSAGE(has(kernels, f16 ? "rope_q  qk_norm_rope_kv_f32_kvf16" : "rope_q  qk_norm_rope_kv_f32"),
+                          kernels);
+            CHECK_MESSAGE(has(kernels, "attn_q_norm  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_k_norm  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
+            compare(rc.c, rc.q, 1e-8);
+            compare(rc.c, rc.k, 1e-8);
+            compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
+          }
+  // Prefill-sized steps keep the separate kernels.
+  auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, 5, 128, false, false, true, seed, engine::ElemType::F32,
+                               false, true);
+  const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
+  CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
+  CHECK_MESSAGE(has(kernels, "attn_q_norm  rmsnorm_f32"), kernels);
+}
+
 TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8)") {
   uint32_t seed = 1150;
   for (int64_t n : {int64_t(1), int64_t(3)}) {

@@ -189,11 +189,13 @@ struct MatmulArgs {
   std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
 };
 
-// RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp.
+// RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
+// per-head norms of q and k before the rotation folded in too, of qk_norm_rope_kv.comp.
 struct RopeKvArgs {
   engine::RopeOp q, k;                       // same positions, tokens, head size, rotary dims and frequencies
   engine::KvWriteOp k_write;                 // k_write.src == k.x
   std::optional<engine::KvWriteOp> v_write;  // the V append of the same step, when fused too
+  std::optional<engine::RmsNormOp> q_norm, k_norm;  // in place over q.x / k.x, one row per head (both or neither)
 };
 
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);

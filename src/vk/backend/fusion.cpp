@@ -243,6 +243,23 @@ private:
         r.writes.push_back(vw->cache);
       }
     }
+    // The per-head norms of q and k just before (qwen3, qwen3moe, gemma3), in place, one row per head: into the
+    // same dispatch.
+    if (i >= range_.begin + 2) {
+      const auto* qn = std::get_if<engine::RmsNormOp>(&plan_.ops[i - 2].op);
+      const auto* kn = std::get_if<engine::RmsNormOp>(&plan_.ops[i - 1].op);
+      const auto per_head = [&](const engine::RmsNormOp* n, const engine::RopeOp* rope) {
+        return n && n->in == rope->x && n->out == rope->x && n->rows == rope->n_tokens * rope->n_heads &&
+               n->width == rope->head_dim && n->in_row_offset == 0;
+      };
+      if (per_head(qn, q) && per_head(kn, k) && rec(i - 2).kind == OpRecord::Kind::op &&
+          rec(i - 1).kind == OpRecord::Kind::op) {
+        a.q_norm = *qn;
+        a.k_norm = *kn;
+        absorb(i - 2, i);
+        absorb(i - 1, i);
+      }
+    }
     r.kind = OpRecord::Kind::rope_kv;
     r.rope_kv = a;
     absorb(i + 1, i);

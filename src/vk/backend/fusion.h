@@ -13,7 +13,8 @@
 //   norm      rmsnorm + the decode matvecs reading its output -> matvecs that normalize their input themselves; the
 //             rmsnorm dispatch is dropped when nothing else reads its output before it is written again, else it
 //             still runs, concurrently with the matvecs (they do not read its output)
-//   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch
+//   rope_kv   rope_q + rope_k + k_cache [+ v_cache] of a decode step -> one rope_kv dispatch; with the per-head
+//             attn_q_norm and attn_k_norm just before it (qwen3, qwen3moe, gemma3) -> one qk_norm_rope_kv dispatch
 //   swiglu    swiglu (SiLU's, or gpt-oss's clamped one) + the decode matvec reading its output -> a matvec on
 //             act(gate) * up; the swiglu dispatch is dropped (or kept, as for the norm, when its output is read
 //             elsewhere and does not alias gate or up)

@@ -1,9 +1,45 @@
 // Decode's rope_q + rope_k + k_cache (+ v_cache) as one dispatch of rope_kv.comp (fused by the backend: fusion.h).
 // Q and K are rotated in place as encode_rope does (same frequencies, same rotation code), the rotated K rows and the
 // V rows go to the cache rows named by the KvRows buffer (the paged cache; f32 or f16 caches, both the same type).
+// With the per-head q/k norms folded in (qwen3, qwen3moe, gemma3), qk_norm_rope_kv.comp: one workgroup per head.
+#include <array>
+
 #include "vk/backend/encoder.h"
 
 namespace greta::vk {
+
+namespace {
+
+// Bindings 0-7 as rope_kv.comp's; 8 and 9 the norm weights.
+void encode_qk_norm_rope_kv(OpEncoder& e, const RopeKvArgs& a, const std::array<BufferSpan, 8>& b, uint32_t v_width,
+                            bool f16, bool adjacent) {
+  const engine::RopeOp &q = a.q, &k = a.k;
+  const engine::RmsNormOp &qn = *a.q_norm, &kn = *a.k_norm;
+  GRETA_CHECK(a.k_norm && qn.in == q.x && qn.out == q.x && kn.in == k.x && kn.out == k.x &&
+                  qn.rows == q.n_tokens * q.n_heads && kn.rows == k.n_tokens * k.n_heads && qn.width == q.head_dim &&
+                  kn.width == k.head_dim && qn.in_row_offset == 0 && kn.in_row_offset == 0,
+              "q/k norms do not match the rope");
+  const DeviceWeight &qw = e.weight(qn.weight), &kw = e.weight(kn.weight);
+  GRETA_CHECK(qw.rows == 1 && qw.cols == q.head_dim && kw.rows == 1 && kw.cols == k.head_dim, "q/k norm weights");
+  const struct {
+    uint32_t n_heads, n_kv_heads, head_dim, rope_dims, v_width;
+    float q_eps, k_eps;
+  } push{to_u32(q.n_heads, "heads"), to_u32(k.n_heads, "kv heads"), to_u32(q.head_dim, "head dim"),
+         to_u32(q.rope_dims, "rope dims"), v_width, qn.eps, kn.eps};
+  // One workgroup per head of 64 invocations (a head of 128 is 64 pairs), then the V rows in pieces of 64.
+  constexpr uint32_t kLocal = 64;
+  const uint32_t groups = push.n_heads + push.n_kv_heads + (v_width + kLocal - 1) / kLocal;
+  const auto& p = e.pipeline(f16 ? ShaderId::qk_norm_rope_kv_f32_kvf16 : ShaderId::qk_norm_rope_kv_f32,
+                             {{0, kLocal}, {1, adjacent ? 1u : 0u}});
+  e.dispatch(p, {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], qw.vector.span(), kw.vector.span()}, as_push(push),
+             {groups, to_u32(q.n_tokens, "tokens"), 1});
+  e.note_variant(cat(f16 ? "qk_norm_rope_kv_f32_kvf16" : "qk_norm_rope_kv_f32",
+                     adjacent ? " (adjacent pairs)" : " (neox halves)"));
+  e.note_variant(a.v_write ? "fused q/k norms + rope_q + rope_k + k/v cache writes"
+                           : "fused q/k norms + rope_q + rope_k + k cache write");
+}
+
+}  // namespace
 
 void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   const engine::RopeOp &q = a.q, &k = a.k;
@@ -41,6 +77,11 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
                          uint64_t(k.n_heads) * uint64_t(k.head_dim - k.rope_dims / 2) + v_width;
   to_u32(int64_t(items) * q.n_tokens, "rope_kv items");
   const bool adjacent = q.pairing == model::RopePairing::Adjacent;
+  if (a.q_norm) {
+    encode_qk_norm_rope_kv(e, a, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows)}, v_width,
+                           f16, adjacent);
+    return;
+  }
   const auto& p = e.pipeline(f16 ? ShaderId::rope_kv_f32_kvf16 : ShaderId::rope_kv_f32,
                              {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
   e.dispatch(p, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows)}, as_push(push),
