@@ -30,11 +30,13 @@ constexpr int64_t kMoeMaxExperts = 512;  // moe_group.comp's and moe_route.comp'
 constexpr int64_t kMoeMaxK = 32;         // moe_route.comp's MAX_K
 // moe_gemm tile: matmul_tiled's default shape (BM x BN of C, K steps of BK; BM/4 * BN/4 invocations).
 constexpr uint32_t kGemmBM = 64, kGemmBN = 64, kGemmBK = 16;
-// moe_coopmat's tile: 64 slots x 128 weight rows on 2 x 4 subgroups (2 x 2 fragments each), K steps of 64. A
-// prefill step gives an expert tens of slots (Qwen3-30B-A3B at 512 tokens: 32 on average), so BM stays at 64. H200
-// pp512 (tokens/s), Qwen3-30B-A3B-shaped Q4_K_M / gpt-oss-20b-shaped MXFP4: 64x128x2x4x64 5213 / 6933, the former
-// 64x128x2x2x32 4918 / 6507, 128x128x2x4x64 5015 / 6510, 64x64x2x2x64 4926, 64x128x2x2x32x2 4222 (GRETA_VK_MOE_TILE).
-constexpr MatmulTile kMoeCoopmatTile{64, 128, 2, 4, 64, 1};
+// moe_coopmat's tile: 128 slots x 64 weight rows on 4 x 2 subgroups (2 x 2 fragments each), K steps of 64. A
+// prefill step gives an expert tens of slots (Qwen3-30B-A3B at 512 tokens: 32 on average). H200 pp512 (tokens/s),
+// Qwen3-30B-A3B-shaped Q4_K_M / gpt-oss-20b-shaped MXFP4, same session: 128x64x4x2x64 5261 / 7209, 64x128x2x4x64
+// 5244 / 6980, the former 64x128x2x2x32 4929 / 6485, 128x128x2x4x64 5055 / 6565, 96x128x2x4x64 4943 / 6467,
+// 64x64x2x2x64 4926, 64x128x2x2x32x2 4222 (GRETA_VK_MOE_TILE). Skipping the multiply-adds of a tile's empty slot
+// rows changed nothing: the staging and dequantization of the weight tiles bound this kernel, not the matrix cores.
+constexpr MatmulTile kMoeCoopmatTile{128, 64, 4, 2, 64, 1};
 
 struct MoeVariants {
   model::GgmlType type;
