@@ -96,7 +96,10 @@ void Recorder::dispatch_indirect(const ComputePipeline& pipeline, std::span<cons
 }
 
 void Recorder::barrier() {
-  if (!ops_.empty() && ops_.back().kind != Kind::barrier) ops_.push_back(Op{.kind = Kind::barrier});
+  if (!ops_.empty() && ops_.back().kind != Kind::barrier) {
+    ops_.push_back(Op{.kind = Kind::barrier});
+    ++barriers_;
+  }
 }
 
 void Recorder::copy(BufferSpan src, BufferSpan dst, std::string label) {

@@ -65,6 +65,9 @@ public:
   void barrier();
   // Nothing has been recorded since the last barrier (or at all): the next command starts with the device to itself.
   bool at_barrier() const { return ops_.empty() || ops_.back().kind == Kind::barrier; }
+  // Barriers recorded so far: a command recorded when this read n is ordered before everything recorded once it
+  // reads more.
+  uint64_t barrier_count() const { return barriers_; }
   // vkCmdCopyBuffer; src and dst sizes must be equal.
   void copy(BufferSpan src, BufferSpan dst, std::string label = "copy");
   // vkCmdFillBuffer with a 32-bit pattern; offset and size must be multiples of 4.
@@ -87,6 +90,7 @@ private:
   void check_span(const BufferSpan& span, const char* what) const;
   const Context* context_;
   std::vector<Op> ops_;
+  uint64_t barriers_ = 0;
 };
 
 struct SequenceOptions {

@@ -145,14 +145,35 @@ BufferSpan OpEncoder::q8_target(const Q8Source& src) {
   const BufferSpan out = q8_span_for(src);
   barrier();  // matvecs recorded earlier may still read the previous copy
   q8_of_.reset();
+  q8_fence_.reset();
   q8_pending_ = src;
   return out;
 }
 
+void OpEncoder::q8_prefetch(const Q8Source& src) {
+  GRETA_CHECK(at_barrier(), "q8_prefetch away from a barrier");
+  if (q8_of_ == src) return;
+  record_quantize_q8(src);
+  q8_of_ = src;
+  q8_fence_ = recorder_->barrier_count();
+}
+
 BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
-  if (q8_of_ == src) return q8_span_for(src);
-  const BufferSpan out = q8_span_for(src);
+  if (q8_of_ == src) {
+    if (q8_fence_ && *q8_fence_ == recorder_->barrier_count()) barrier();  // a prefetched copy, still unordered
+    q8_fence_.reset();
+    return q8_span_for(src);
+  }
   barrier();  // matvecs recorded earlier may still read the previous copy
+  const BufferSpan out = record_quantize_q8(src);
+  barrier();
+  q8_of_ = src;
+  q8_fence_.reset();
+  return out;
+}
+
+BufferSpan OpEncoder::record_quantize_q8(const Q8Source& src) {
+  const BufferSpan out = q8_span_for(src);
   const BufferSpan x = buffer(src.x);
   const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input >= 2 ? buffer(src.up) : x;
   GRETA_CHECK(x.size >= uint64_t(src.x_row0 + src.rows) * uint64_t(src.cols) * 4, "int8 activations past buffer ",
@@ -173,8 +194,6 @@ BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
                                  : pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
   dispatch(p, {x, aux, out}, as_push(push), {std::min(push.rows, info().max_workgroup_count[0]), 1, 1});
   note_variant("quantize_q8");
-  barrier();
-  q8_of_ = src;
   return out;
 }
 

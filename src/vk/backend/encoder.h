@@ -148,6 +148,11 @@ public:
   // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
   // its buffers.
   BufferSpan q8_copy(const Q8Source& source);
+  // The same made early, beside the dispatches that follow it rather than between two barriers of its own: right
+  // after a barrier (at_barrier(), which orders it after the writers of its sources and the readers of the previous
+  // copy), for a matvec a few ops later (a MoE layer's gate and up, whose router runs meanwhile). The q8_copy that
+  // takes it puts a barrier first if none was recorded since.
+  void q8_prefetch(const Q8Source& source);
   // Where an op that makes `source` as int8 itself (decode attention's Q8_OUT) writes it: q8_copy(source) then returns
   // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
   BufferSpan q8_target(const Q8Source& source);
@@ -164,10 +169,13 @@ private:
   BufferSpan f16_span_{};
   std::optional<Q8Source> q8_of_;       // what q8_span_ holds
   std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
+  std::optional<uint64_t> q8_fence_;    // q8_prefetch: the recorder's barrier count when it was recorded
   BufferSpan q8_span_{};
   BufferSpan partials_span_{};  // gemm_partials
   // q8_span_ sized for `source` (a new buffer when it is too small).
   BufferSpan q8_span_for(const Q8Source& source);
+  // The quantize_q8 dispatch into it, no barriers.
+  BufferSpan record_quantize_q8(const Q8Source& source);
 };
 
 // A GLU made inside a decode kernel's input stage (the swiglu fusion): matvec*.comp's and quantize_q8.comp's INPUT,
@@ -236,6 +244,9 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
 // Whether encode_moe_matmul takes `op` (a decode step: quantized experts in one buffer, rows a multiple of 32) on the
 // block-wise matvec kernels, which can make a fused input.
 bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weight_type, size_t weight_chunks);
+// The int8 input encode_moe_matmul quantizes for `op` (with `fused`'s input made by the quantizer), or nullopt when it
+// runs on f32 activations.
+std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused);
 // accumulate: out += the combination (the residual add that consumed it).
 void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate = false);
 

@@ -99,6 +99,24 @@ bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weigh
   return v.block.has_value() && weight_chunks == 1 && op.in_features % 32 == 0 && op.n_tokens <= kMoeMatvecMaxTokens;
 }
 
+std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
+  const DeviceWeight& w = e.weight(op.weight);
+  const MoeVariants& v = moe_variants(w.type);
+  if (!moe_matvec_takes_input(op, w.type, w.matrix.chunk_count()) || !v.q8 || !e.q8_matvec() ||
+      !shader_available(*v.q8))
+    return std::nullopt;
+  const int64_t slots = op.n_tokens * op.k;
+  Q8Source src{.x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens, .cols = op.in_features};
+  if (fused && fused->norm) {
+    const engine::RmsNormOp& n = *fused->norm;
+    src.input = 1, src.x = n.in, src.norm = n.weight, src.x_row0 = n.in_row_offset, src.eps = n.eps;
+  } else if (fused && fused->swiglu) {
+    const engine::GluOp& g = *fused->swiglu;
+    src.input = fused_glu_input(g), src.x = g.gate, src.up = g.up, src.alpha = g.alpha, src.limit = g.limit;
+  }
+  return src;
+}
+
 void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.cols == op.in_features && w.rows == op.n_experts * op.out_features && w.rows > 1, w.name,
@@ -136,7 +154,8 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
   // Decode on the block-wise matvec kernels (matvec_block.comp, MOE): int8 activations where the device has integer
   // dot products, as the dense decode matvecs. A weight split over several buffers keeps moe_matvec below.
   if (moe_matvec_takes_input(op, w.type, w.matrix.chunk_count())) {
-    const bool q8 = v.q8 && e.q8_matvec() && shader_available(*v.q8);
+    const std::optional<Q8Source> q8_src = moe_q8_input(e, op, fused);
+    const bool q8 = q8_src.has_value();
     if (uint64_t(slots) > e.info().max_workgroup_count[1]) fail("vk: moe_matmul over ", slots, " slots");
     const ShaderId id = q8 ? *v.q8 : *v.block;
     e.note_variant(shader_blob(id).name);
@@ -158,10 +177,7 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
       input = fused_glu_input(*swiglu), xin = e.buffer(swiglu->gate), aux = e.buffer(swiglu->up);
     }
     if (q8) {
-      Q8Source src{.input = input, .x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens, .cols = op.in_features};
-      if (norm) src.x = norm->in, src.norm = norm->weight, src.x_row0 = norm->in_row_offset, src.eps = norm->eps;
-      if (swiglu) src.x = swiglu->gate, src.up = swiglu->up, src.alpha = swiglu->alpha, src.limit = swiglu->limit;
-      xin = aux = e.q8_copy(src);
+      xin = aux = e.q8_copy(*q8_src);
       input = 0, x_row0 = 0;  // the quantizer made the input rows
     }
     if (input == 1) e.note_variant("fused rmsnorm input");

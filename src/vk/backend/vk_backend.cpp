@@ -206,6 +206,24 @@ public:
     context_->queue().wait_all();
   }
 
+  // The int8 input of the first expert matmul among the few records after i that takes op i's fused norm as its own
+  // (the gate projection after the router and the route), unless something in between writes the norm's input.
+  static std::optional<Q8Source> moe_q8_input_after(const std::vector<OpRecord>& records, engine::OpRange range,
+                                                    size_t i, const std::vector<engine::PlanOp>& ops, OpEncoder& e) {
+    const engine::RmsNormOp& norm = *records[i - range.begin].matmul.norm;
+    const auto same = [&](const engine::RmsNormOp& n) {
+      return n.in == norm.in && n.weight == norm.weight && n.rows == norm.rows && n.width == norm.width &&
+             n.in_row_offset == norm.in_row_offset && n.eps == norm.eps;
+    };
+    for (size_t j = i + 1; j < std::min(range.end, i + 4); ++j) {
+      const OpRecord& r = records[j - range.begin];
+      if (r.kind == OpRecord::Kind::moe_matmul && r.moe && r.moe->norm && same(*r.moe->norm))
+        return moe_q8_input(e, std::get<engine::MoeMatMulOp>(ops[j].op), &*r.moe);
+      if (std::find(r.writes.begin(), r.writes.end(), norm.in) != r.writes.end()) break;
+    }
+    return std::nullopt;
+  }
+
   std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override {
     // The features of newer architectures this backend's kernels implement (engine::OpFeature): all of them.
     engine::require_features(plan, engine::kAllOpFeatures, "vulkan");
@@ -439,6 +457,11 @@ private:
         written.insert(rec.writes.begin(), rec.writes.end());
         read.insert(rec.reads.begin(), rec.reads.end());
         e.begin_op(i, &p.variants[i]);
+        // A MoE layer's router (a matvec with the ffn_norm fused) starts a stage: the int8 copy of the same
+        // normalized rows that the expert gate and up projections read after the route is made beside it, rather
+        // than in a stage of its own between the route and the experts.
+        if (rec.kind == OpRecord::Kind::matmul && rec.matmul.norm && e.at_barrier())
+          if (const auto src = moe_q8_input_after(records, range, i, ops, e)) e.q8_prefetch(*src);
         if (rec.kind == OpRecord::Kind::rope_kv) {
           encode_rope_kv(e, *rec.rope_kv);
         } else if (rec.kind == OpRecord::Kind::moe_matmul) {
