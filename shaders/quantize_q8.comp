@@ -11,6 +11,10 @@
 // One workgroup per token row (grid-stride); WG invocations (spec constant 0, a power of two >= 8) each take one
 // 4-element group per step, and a block's 8 groups meet in shared memory for the block maximum (any subgroup size
 // works); the sum of squares is reduced per subgroup, then across them in shared memory. cols % 32 == 0.
+// COMBINE (quantize_q8_combine, with IN_RMSNORM, x_row0 0): first the MoE combine that adds into the residual stream,
+// as moe_combine.comp with ACCUMULATE does, x[t] += sum over s < k, in slot order, of weights[t, s] * down[t, s];
+// then the next layer's norm of the new row, quantized: a decode step's last dispatch of one layer and the first of
+// the next (the backend's fusions, src/vk/backend/fusion.h). Each invocation reads back only the groups it wrote.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -19,10 +23,17 @@ const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2, IN_SWIGLU_OAI = 3;
 layout(constant_id = 1) const uint INPUT = IN_PLAIN;
 layout(constant_id = 2) const float GLU_ALPHA = 1.702;  // IN_SWIGLU_OAI
 layout(constant_id = 3) const float GLU_LIMIT = 7.0;
+#if defined(COMBINE)
+layout(binding = 0) buffer X { vec4 x4[]; };
+layout(binding = 3) readonly buffer Down { vec4 down4[]; };        // [rows, k, cols]
+layout(binding = 4) readonly buffer Weights { float weights[]; };  // [rows, k]
+layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; uint k; } pc;
+#else
 layout(binding = 0) readonly buffer X { vec4 x4[]; };
+layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; } pc;
+#endif
 layout(binding = 1) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm weight [cols]; IN_SWIGLU: up; else x
 layout(binding = 2) writeonly buffer Q { uint q[]; };
-layout(push_constant) uniform Push { uint cols; uint rows; uint x_row0; float eps; } pc;
 
 #include "glu.glsl"
 #include "q8_rows.glsl"
@@ -46,6 +57,11 @@ void main() {
     if (INPUT == IN_RMSNORM) {
       float ss = 0.0;
       for (uint g = tid; g < groups; g += WG) {
+#if defined(COMBINE)
+        vec4 acc = vec4(0.0);
+        for (uint s = 0; s < pc.k; ++s) acc += weights[row * pc.k + s] * down4[(row * pc.k + s) * groups + g];
+        x4[x4_base + g] = x4[x4_base + g] + acc;
+#endif
         const vec4 v = x4[x4_base + g];
         ss += dot(v, v);
       }

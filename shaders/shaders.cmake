@@ -78,6 +78,7 @@ foreach(t q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k q4_k q5_k q6_k iq4_nl iq4_xs mxfp4)
 endforeach()
 # Their input quantizer (int8 per 32 elements; plain, rmsnorm or swiglu input), used by matvec_q8_<type>.
 greta_add_shader(quantize_q8 quantize_q8.comp)
+greta_add_shader(quantize_q8_combine quantize_q8.comp DEFINES COMBINE)
 greta_add_shader(attention_combine_f32 attention_combine.comp)
 greta_add_shader(attention_decode_f32 attention_decode.comp)
 greta_add_shader(attention_decode_f32_kvf16 attention_decode.comp DEFINES CACHE_F16)

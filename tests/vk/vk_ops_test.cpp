@@ -596,6 +596,38 @@ TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine add
         const std::string glu_input = glu == GluKind::SiLU ? "fused swiglu input" : "fused clamped swiglu input";
         CHECK_MESSAGE(has(kernels, (q8 ? glu_input + " (quantize_q8)" : glu_input).c_str()), kernels);
       }
+  // moe_combine + residual add + the next layer's norm inside a decode matvec: with int8 activations the combine's
+  // dispatch also makes that matvec's int8 input (quantize_q8_combine), and the matvec quantizes nothing.
+  for (int64_t n : {int64_t(1), int64_t(3)})
+    for (bool q8 : {true, false}) {
+      CAPTURE(n);
+      CAPTURE(q8);
+      const int64_t k = 3, width = 96, n_experts = 6, rows = 40;
+      OpCase c(n, 8);
+      const BufferId logits = c.input("router_logits", n * n_experts, seed++, 2.f);
+      const BufferId experts = c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+      const BufferId weights = c.output("expert_weights", n * k);
+      const BufferId down = c.input("down", n * k * width, seed++);
+      const BufferId combined = c.output("moe_out", n * width);
+      const BufferId x = c.input("x", n * width, seed++);
+      const BufferId xb = c.output("xb", n * width);
+      const BufferId q = c.output("q", n * rows);
+      const engine::WeightId norm_w = c.weight("attn_norm", GgmlType::F32, 1, width, seed++, 0.5f, 1.5f);
+      const engine::WeightId wq = c.weight("wq", GgmlType::Q8_0, rows, width, seed++);
+      c.add("route", engine::MoeRouteOp{logits, experts, weights, n, n_experts, k, MoeGating::SoftmaxTopK, true});
+      c.add("combine", engine::MoeCombineOp{down, weights, combined, n, k, width});
+      c.add("residual", engine::AddOp{x, combined, n * width});
+      c.add("attn_norm", engine::RmsNormOp{x, xb, norm_w, n, width, 0, 1e-6f});
+      c.add("attn_q", engine::MatMulOp{xb, q, wq, n, width, rows});
+      const std::string kernels = compare_fused(c, q, 1e-9, q8);
+      if (q8) {
+        CHECK_MESSAGE(has(kernels, "combine  quantize_q8_combine"), kernels);
+        CHECK_MESSAGE(!has(kernels, "attn_q  matvec_q8_q8_0 + quantize_q8"), kernels);
+      } else {
+        CHECK_MESSAGE(has(kernels, "combine  moe_combine_f32 (fused residual add)"), kernels);
+      }
+      compare(c, x, 1e-12);
+    }
   // moe_combine + residual add: the combine accumulates into x (decode and prefill token counts).
   for (int64_t n : {int64_t(1), int64_t(5)}) {
     CAPTURE(n);

@@ -150,6 +150,14 @@ BufferSpan OpEncoder::q8_target(const Q8Source& src) {
   return out;
 }
 
+uint32_t OpEncoder::q8_workgroup(int64_t cols) const {
+  uint32_t local = 8;
+  const uint64_t groups = uint64_t(cols) / 4;
+  const uint32_t limit = std::min({1024u, info().max_workgroup_invocations, info().max_workgroup_size[0]});
+  while (local < groups && local * 2 <= limit) local *= 2;
+  return local;
+}
+
 void OpEncoder::q8_prefetch(const Q8Source& src) {
   GRETA_CHECK(at_barrier(), "q8_prefetch away from a barrier");
   if (q8_of_ == src) return;
@@ -178,12 +186,8 @@ BufferSpan OpEncoder::record_quantize_q8(const Q8Source& src) {
   const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input >= 2 ? buffer(src.up) : x;
   GRETA_CHECK(x.size >= uint64_t(src.x_row0 + src.rows) * uint64_t(src.cols) * 4, "int8 activations past buffer ",
               src.x);
-  // One workgroup per row, one 4-element group per invocation and step: as many invocations as the row has groups
-  // (a power of two, 8 .. 1024 and the device limit), so a decode row is one or a few steps.
-  uint32_t local = 8;
-  const uint64_t groups = uint64_t(src.cols) / 4;
-  const uint32_t limit = std::min({1024u, info().max_workgroup_invocations, info().max_workgroup_size[0]});
-  while (local < groups && local * 2 <= limit) local *= 2;
+  // One workgroup per row.
+  const uint32_t local = q8_workgroup(src.cols);
   const struct {
     uint32_t cols, rows, x_row0;
     float eps;

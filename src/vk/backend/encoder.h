@@ -156,6 +156,9 @@ public:
   // Where an op that makes `source` as int8 itself (decode attention's Q8_OUT) writes it: q8_copy(source) then returns
   // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
   BufferSpan q8_target(const Q8Source& source);
+  // quantize_q8.comp's workgroup for rows of `cols` values: one 4-element group per invocation (a power of two,
+  // 8 .. 1024 and the device limit), so a decode row is one or a few steps.
+  uint32_t q8_workgroup(int64_t cols) const;
   // The plan buffers the op just recorded writes (invalidates f16_copy's and q8_copy's copies of them).
   void note_written(std::span<const engine::BufferId> writes);
 
@@ -211,6 +214,9 @@ void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
+// The int8 input encode_matvec quantizes for `args` (its fused input made by the quantizer), or nullopt when it runs
+// on f32 activations.
+std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args);
 // A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
 // matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);
@@ -249,6 +255,11 @@ bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weigh
 std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused);
 // accumulate: out += the combination (the residual add that consumed it).
 void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate = false);
+// The same adding into the residual stream, and in the same dispatch (quantize_q8_combine) `next`: the int8 copy of
+// the new stream's rmsnorm that the next layer's first matvecs read (a decode step; next.x == op.out, next.input 1,
+// x_row0 0, one row per token). Whether `next` qualifies: moe_combine_makes(op, next).
+void encode_moe_combine_q8(OpEncoder& e, const engine::MoeCombineOp& op, const Q8Source& next);
+bool moe_combine_makes(const engine::MoeCombineOp& op, const Q8Source& next);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.

@@ -50,6 +50,22 @@ bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op) {
   return kernel == MatmulKernel::automatic && op.n_tokens <= kMatvecMaxTokens;
 }
 
+std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args) {
+  const engine::MatMulOp& op = args.op;
+  const DeviceWeight& w = e.weight(op.weight);
+  if (!e.q8_matvec() || !has_weight_shader(WeightKernel::matvec_q8, w.type) || op.in_features % 32 != 0)
+    return std::nullopt;
+  Q8Source src{.x = op.in, .rows = op.n_tokens, .cols = op.in_features};
+  if (args.norm) {
+    src.input = kInRmsNorm, src.x = args.norm->in, src.norm = args.norm->weight;
+    src.x_row0 = args.norm->in_row_offset, src.eps = args.norm->eps;
+  } else if (args.swiglu) {
+    src.input = fused_glu_input(*args.swiglu), src.x = args.swiglu->gate, src.up = args.swiglu->up;
+    src.alpha = args.swiglu->alpha, src.limit = args.swiglu->limit;
+  }
+  return src;
+}
+
 void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   const engine::MatMulOp& op = args.op;
   const DeviceWeight& w = e.weight(op.weight);
@@ -80,7 +96,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   }
 
   const uint32_t fused_input = input;
-  const bool q8 = e.q8_matvec() && has_weight_shader(WeightKernel::matvec_q8, w.type) && op.in_features % 32 == 0;
+  const std::optional<Q8Source> q8_src = matvec_q8_input(e, args);
+  const bool q8 = q8_src.has_value();
   const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && op.in_features % 32 == 0;
   const ShaderId id = weight_shader(q8      ? WeightKernel::matvec_q8
                                     : block ? WeightKernel::matvec_block
@@ -88,17 +105,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
                                     w.type);
   e.note_variant(shader_blob(id).name);  // first, before the quantizer's name
   if (q8) {
-    Q8Source src{.input = input, .rows = op.n_tokens, .cols = op.in_features};
-    if (args.norm) {
-      src.x = args.norm->in, src.norm = args.norm->weight, src.x_row0 = args.norm->in_row_offset;
-      src.eps = args.norm->eps;
-    } else if (args.swiglu) {
-      src.x = args.swiglu->gate, src.up = args.swiglu->up;
-      src.alpha = args.swiglu->alpha, src.limit = args.swiglu->limit;
-    } else {
-      src.x = op.in;
-    }
-    x = aux = e.q8_copy(src);
+    x = aux = e.q8_copy(*q8_src);
     input = kInPlain, x_row0 = 0;  // the quantizer made the input: the matvec reads its rows 0 .. n_tokens
   }
   // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the block-wise

@@ -282,6 +282,30 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
                      " slots grouped by expert: moe_group)"));
 }
 
+bool moe_combine_makes(const engine::MoeCombineOp& op, const Q8Source& next) {
+  return next.input == 1 && next.x == op.out && next.x_row0 == 0 && next.rows == op.n_tokens &&
+         next.cols == op.width && op.width % 32 == 0;
+}
+
+void encode_moe_combine_q8(OpEncoder& e, const engine::MoeCombineOp& op, const Q8Source& next) {
+  GRETA_CHECK(moe_combine_makes(op, next), "moe_combine cannot make this int8 input");
+  e.require_f32(op.in, "moe_combine input");
+  e.require_f32(op.out, "moe_combine output");
+  to_u32(op.n_tokens * op.k * op.width, "expert outputs");
+  const DeviceWeight& norm = e.weight(next.norm);
+  GRETA_CHECK(norm.rows == 1 && norm.cols == op.width, norm.name);
+  const BufferSpan q = e.q8_target(next);  // ready for the next matvecs once this op is recorded
+  const struct {
+    uint32_t cols, rows, x_row0;
+    float eps;
+    uint32_t k;
+  } push{to_u32(op.width, "width"), to_u32(op.n_tokens, "tokens"), 0u, next.eps, to_u32(op.k, "k")};
+  const auto& p = e.pipeline(ShaderId::quantize_q8_combine, {{0, e.q8_workgroup(op.width)}, {1, 1u}});
+  e.dispatch(p, {e.buffer(op.out), norm.vector.span(), q, e.buffer(op.in), e.buffer(op.weights)}, as_push(push),
+             {std::min(push.rows, e.info().max_workgroup_count[0]), 1, 1});
+  e.note_variant("quantize_q8_combine (fused residual add; the next layer's rmsnorm as int8 input)");
+}
+
 void encode_moe_combine(OpEncoder& e, const engine::MoeCombineOp& op, bool accumulate) {
   e.require_f32(op.in, "moe_combine input");
   e.require_f32(op.out, "moe_combine output");

@@ -224,6 +224,20 @@ public:
     return std::nullopt;
   }
 
+  // The int8 input of the first decode matvec among the few records after i that normalizes `x` itself (the next
+  // layer's Q, K and V projections), unless a record in between (not absorbed) touches `x`.
+  static std::optional<Q8Source> norm_q8_input_after(const std::vector<OpRecord>& records, engine::OpRange range,
+                                                     size_t i, engine::BufferId x, OpEncoder& e) {
+    for (size_t j = i + 1; j < std::min(range.end, i + 6); ++j) {
+      const OpRecord& r = records[j - range.begin];
+      if (r.kind == OpRecord::Kind::matmul && r.matmul.norm && r.matmul.norm->in == x)
+        return matvec_q8_input(e, r.matmul);
+      const auto has_x = [&](const std::vector<engine::BufferId>& v) { return std::find(v.begin(), v.end(), x) != v.end(); };
+      if (r.kind != OpRecord::Kind::absorbed && (has_x(r.reads) || has_x(r.writes))) break;
+    }
+    return std::nullopt;
+  }
+
   std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override {
     // The features of newer architectures this backend's kernels implement (engine::OpFeature): all of them.
     engine::require_features(plan, engine::kAllOpFeatures, "vulkan");
@@ -467,7 +481,10 @@ private:
         } else if (rec.kind == OpRecord::Kind::moe_matmul) {
           encode_moe_matmul(e, std::get<engine::MoeMatMulOp>(ops[i].op), &*rec.moe);
         } else if (rec.kind == OpRecord::Kind::combine_residual) {
-          encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
+          // With the next layer's first matvecs quantizing the stream's norm, the combine makes that int8 input too.
+          const std::optional<Q8Source> next = norm_q8_input_after(records, range, i, rec.combine->out, e);
+          if (next && moe_combine_makes(*rec.combine, *next)) encode_moe_combine_q8(e, *rec.combine, *next);
+          else encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
           if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias) encode_matvec(e, rec.matmul);
           else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
