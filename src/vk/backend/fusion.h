@@ -20,7 +20,8 @@
 //             elsewhere and does not alias gate or up)
 //   norm and swiglu also feed decode expert matmuls on the block-wise kernels: a MoE layer's ffn_norm goes into the
 //   router and the gate and up projections (and is dropped), its GLU into the down projection; with int8 activations
-//   the experts' quantized input is then made beside the router (vk_backend.cpp, OpEncoder::q8_prefetch)
+//   the experts' quantized input is then made beside the router (vk_backend.cpp, OpEncoder::q8_prefetch), and the
+//   combine that adds into the residual stream also makes the next layer's int8 input (quantize_q8_combine)
 //   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
 //             with the residual fusion also + the residual add after it -> y += W x + b
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
