@@ -82,7 +82,7 @@ public:
   virtual void load_weights(std::span<const WeightDesc> weights) = 0;
 
   // After load_weights: how the weights are held when that is worth a line at load ("weights: 4.6 GiB used in
-  // place from the mapped file"); empty otherwise.
+  // place from the mapped file (imported host memory)"); empty otherwise.
   virtual std::string weights_note() const { return ""; }
 
   virtual std::unique_ptr<PreparedPlan> prepare(const Plan& plan) = 0;

@@ -62,7 +62,8 @@ std::string SplitBackend::name() const {
 std::string SplitBackend::weights_note() const {
   std::string out;
   for (const auto& b : backends_)
-    if (const std::string note = b->weights_note(); !note.empty()) out += cat(out.empty() ? "" : "; ", note);
+    if (const std::string note = b->weights_note(); !note.empty())
+      out += cat(out.empty() ? "" : "; ", b->name(), ": ", note);
   return out;
 }
 

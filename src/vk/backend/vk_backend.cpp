@@ -134,8 +134,7 @@ public:
 
   std::string weights_note() const override {
     if (in_place_bytes_ == 0) return "";
-    return cat("weights: ", format_bytes(double(in_place_bytes_)), " used in place from the mapped file on ",
-               context_->info().name, " (imported host memory)",
+    return cat("weights: ", format_bytes(double(in_place_bytes_)), " used in place from the mapped file (imported host memory)",
                copied_bytes_ ? cat(", ", format_bytes(double(copied_bytes_)), " copied (not importable)") : "");
   }
 
