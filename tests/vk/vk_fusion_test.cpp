@@ -1,0 +1,344 @@
+// The Vulkan backend's decode fusions (src/vk/backend/fusion.h) against the CPU reference: each fused case is checked
+// as vk_ops_test.cpp checks single ops (same tolerances, vk_ops_compare.h), and its kernel list proves the fused kernel
+// ran (and that prefill-sized steps stay unfused).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/op_case.h"
+#include "engine/op_cases.h"
+#include "engine/plan.h"
+#include "model/quants.h"
+#include "test_util.h"
+#include "vk_ops_compare.h"
+#include "vk_test_util.h"
+#include "vk/backend/vk_backend.h"
+
+using namespace greta;
+using namespace greta::engine;
+using namespace greta::vk::test;
+using model::GgmlType;
+
+TEST_CASE("vk decode fusion: rmsnorm inside the matvecs that read it (every weight type, row offsets, kept norm)") {
+  uint32_t seed = 900;
+  for (GgmlType type : test::k_all_weight_types)
+    for (int64_t cols : test::matmul_row_lengths(type))
+      for (int64_t n : {int64_t(1), int64_t(3)})
+        for (int64_t offset : {int64_t(0), int64_t(2)})
+          for (bool q8 : {true, false}) {  // int8 activations (quantize_q8 normalizes) or f32 (the matvec does)
+            if (!q8 && model::traits(type).block_elems == 1) continue;  // f32/f16/bf16: no int8 path
+            const std::string type_name = model::type_name(type);
+            CAPTURE(type_name);
+            CAPTURE(cols);
+            CAPTURE(n);
+            CAPTURE(offset);
+            CAPTURE(q8);
+            auto nc = test::norm_matmul_case(type, n, cols, offset, false, seed);
+            const std::string kernels = compare_fused(nc.c, nc.q, 1e-9, q8);
+            CHECK_MESSAGE(has(kernels, "attn_q  matvec"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_k  matvec"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_norm  (fused into attn_q)"), kernels);
+            CHECK_MESSAGE(!has(kernels, "rmsnorm_f32"), kernels);
+            compare(nc.c, nc.k, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+          }
+  // Another reader of the normed rows keeps the rmsnorm dispatch (running beside the fused matvecs).
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    auto nc = test::norm_matmul_case(type, 1, 256, 0, true, seed);
+    const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
+    CHECK_MESSAGE(has(kernels, "attn_norm  rmsnorm_f32"), kernels);
+    CHECK_MESSAGE(has(kernels, "fused rmsnorm input"), kernels);
+    compare(nc.c, nc.extra, 1e-9);
+    compare(nc.c, nc.k, 1e-9);
+  }
+  // Prefill-sized steps keep the rmsnorm dispatch and the plain kernels.
+  auto nc = test::norm_matmul_case(GgmlType::Q8_0, 5, 96, 0, false, seed);
+  const std::string kernels = compare_fused(nc.c, nc.q, 1e-9);
+  CHECK_MESSAGE(has(kernels, "attn_norm  rmsnorm_f32"), kernels);
+  CHECK_MESSAGE(!has(kernels, "fused rmsnorm input"), kernels);
+}
+
+TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual add), kept or not") {
+  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");  // off by default with f32 activations (VkBackendOptions)
+  uint32_t seed = 1000;
+  for (GgmlType type : test::k_all_weight_types)
+    for (int64_t ffn : test::matmul_row_lengths(type))
+      for (int64_t n : {int64_t(1), int64_t(2)})
+        for (bool q8 : {true, false}) {  // int8 activations (quantize_q8 applies silu) or f32 (the matvec does)
+          if (!q8 && model::traits(type).block_elems == 1) continue;  // f32/f16/bf16: no int8 path
+          const std::string type_name = model::type_name(type);
+          CAPTURE(type_name);
+          CAPTURE(ffn);
+          CAPTURE(n);
+          CAPTURE(q8);
+          auto sc = test::swiglu_matmul_case(type, n, ffn, false, false, seed);
+          const std::string kernels = compare_fused(sc.c, sc.x, 1e-9, q8);
+          CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
+          CHECK_MESSAGE(has(kernels, "fused residual add"), kernels);
+          CHECK_MESSAGE(has(kernels, "ffn_swiglu  (fused into ffn_down)"), kernels);
+        }
+  // gpt-oss's clamped SwiGLU (IN_SWIGLU_OAI): the plain matvec (F16), the block-wise and int8 kernels.
+  for (GgmlType type : {GgmlType::F16, GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q8_0})
+    for (int64_t n : {int64_t(1), int64_t(2)})
+      for (bool q8 : {true, false}) {
+        if (!q8 && model::traits(type).block_elems == 1) continue;
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(n);
+        CAPTURE(q8);
+        auto sc = test::swiglu_matmul_case(type, n, 256, false, false, seed, GluKind::SwiGluOai);
+        const std::string kernels = compare_fused(sc.c, sc.x, 1e-9, q8);
+        CHECK_MESSAGE(has(kernels, "fused clamped swiglu input"), kernels);
+        CHECK_MESSAGE(has(kernels, "ffn_swiglu  (fused into ffn_down)"), kernels);
+      }
+  for (GgmlType type : {GgmlType::BF16, GgmlType::Q5_1, GgmlType::Q4_K}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    // A separate output read by another op: the swiglu dispatch stays, beside the fused matvec.
+    auto kept = test::swiglu_matmul_case(type, 1, 512, true, true, seed);
+    std::string kernels = compare_fused(kept.c, kept.x, 1e-9);
+    CHECK_MESSAGE(has(kernels, "fused swiglu input"), kernels);
+    CHECK_MESSAGE(has(kernels, "ffn_swiglu  glu_f32"), kernels);
+    compare(kept.c, kept.extra, 1e-12);
+    // In place over the gate and read by another op: the swiglu must run first, so nothing is fused into the matvec.
+    auto in_place = test::swiglu_matmul_case(type, 1, 512, false, true, seed);
+    kernels = compare_fused(in_place.c, in_place.x, 1e-9);
+    CHECK_MESSAGE(!has(kernels, "fused swiglu input"), kernels);
+    compare(in_place.c, in_place.extra, 1e-12);
+  }
+}
+
+TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine adding into the residual stream") {
+  greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");
+  uint32_t seed = 1200;
+  // matmul + bias (gpt-oss's and qwen2's projections): the BIAS stage of matvec_block (quantized types) and matvec
+  // (F16, F32: gpt-oss's router); with `residual`, the residual add of the biased product too (gpt-oss's attention
+  // output).
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::MXFP4, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::F16, GgmlType::F32})
+    for (int64_t n : {int64_t(1), int64_t(3)})
+      for (bool q8 : {true, false})
+        for (bool residual : {false, true}) {
+          const std::string type_name = model::type_name(type);
+          CAPTURE(type_name);
+          CAPTURE(n);
+          CAPTURE(q8);
+          CAPTURE(residual);
+          const int64_t in = 256, out = 37;
+          OpCase c(n, 8);
+          const BufferId x = c.input("x", n * in, seed++);
+          const BufferId y = c.output("q", n * out);
+          const BufferId stream = c.input("stream", n * out, seed++);
+          const engine::WeightId w = c.weight("wq", type, out, in, seed++);
+          const engine::WeightId b = c.weight("bq", GgmlType::F32, 1, out, seed++);
+          c.add("q", engine::MatMulOp{x, y, w, n, in, out});
+          c.add("q.bias", engine::AddBiasOp{y, b, n, out});
+          if (residual) c.add("residual", engine::AddOp{stream, y, n * out});
+          const std::string kernels = compare_fused(c, residual ? stream : y, 1e-9, q8);
+          CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
+          CHECK_MESSAGE(has(kernels, "fused bias"), kernels);
+          if (residual) CHECK_MESSAGE(has(kernels, "residual  (fused into q)"), kernels);
+        }
+  // Projections first, then their bias adds (gpt-oss's q, k, v order): each bias still goes into its matvec.
+  for (GgmlType type : {GgmlType::Q8_0, GgmlType::F32}) {
+    const std::string type_name = model::type_name(type);
+    CAPTURE(type_name);
+    const int64_t n = 1, in = 64, out_q = 48, out_k = 16;
+    OpCase c(n, 8);
+    const BufferId x = c.input("x", n * in, seed++);
+    const BufferId q = c.output("q", n * out_q), k = c.output("k", n * out_k);
+    const engine::WeightId wq = c.weight("wq", type, out_q, in, seed++), wk = c.weight("wk", type, out_k, in, seed++);
+    const engine::WeightId bq = c.weight("bq", GgmlType::F32, 1, out_q, seed++);
+    const engine::WeightId bk = c.weight("bk", GgmlType::F32, 1, out_k, seed++);
+    c.add("q", engine::MatMulOp{x, q, wq, n, in, out_q});
+    c.add("k", engine::MatMulOp{x, k, wk, n, in, out_k});
+    c.add("q.bias", engine::AddBiasOp{q, bq, n, out_q});
+    c.add("k.bias", engine::AddBiasOp{k, bk, n, out_k});
+    const std::string kernels = compare_fused(c, q, 1e-9);
+    compare(c, k, 1e-9);
+    CHECK_MESSAGE(has(kernels, "q.bias  (fused into q)"), kernels);
+    CHECK_MESSAGE(has(kernels, "k.bias  (fused into k)"), kernels);
+  }
+  // A MoE layer's ffn_norm inside the gate and up projections, its GLU inside the down projection (decode, the
+  // block-wise expert kernels; both dispatches dropped): qwen3moe's SiLU with Q4_K experts, gpt-oss's clamped SwiGLU
+  // with MXFP4 ones.
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::MXFP4})
+    for (int64_t n : {int64_t(1), int64_t(2)})
+      for (bool q8 : {true, false}) {
+        const std::string type_name = model::type_name(type);
+        const GluKind glu = type == GgmlType::MXFP4 ? GluKind::SwiGluOai : GluKind::SiLU;
+        CAPTURE(type_name);
+        CAPTURE(n);
+        CAPTURE(q8);
+        const int64_t k = 2, n_experts = 5, dim = 256, ffn = 256;
+        OpCase c(n, 8);
+        const BufferId x = c.input("x", n * dim, seed++);
+        const BufferId xb = c.output("xb", n * dim);
+        const BufferId logits = c.output("router_logits", n * n_experts);
+        const BufferId experts = c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+        const BufferId weights = c.output("expert_weights", n * k);
+        const BufferId gate = c.output("gate", n * k * ffn), up = c.output("up", n * k * ffn);
+        const engine::WeightId w_router = c.weight("router", GgmlType::F32, n_experts, dim, seed++);
+        const BufferId down = c.output("down", n * k * dim);
+        const engine::WeightId norm_w = c.weight("ffn_norm", GgmlType::F32, 1, dim, seed++, 0.5f, 1.5f);
+        const engine::WeightId w_gate = c.weight("gate_exps", type, n_experts * ffn, dim, seed++);
+        const engine::WeightId w_up = c.weight("up_exps", type, n_experts * ffn, dim, seed++);
+        const engine::WeightId w_down = c.weight("down_exps", type, n_experts * dim, ffn, seed++);
+        c.add("ffn_norm", engine::RmsNormOp{x, xb, norm_w, n, dim, 0, 1e-6f});
+        c.add("router", engine::MatMulOp{xb, logits, w_router, n, dim, n_experts});
+        c.add("route", engine::MoeRouteOp{logits, experts, weights, n, n_experts, k, MoeGating::SoftmaxTopK, true});
+        c.add("gate", engine::MoeMatMulOp{xb, experts, gate, w_gate, engine::kNoWeight, n, k, dim, ffn, n_experts, false});
+        c.add("up", engine::MoeMatMulOp{xb, experts, up, w_up, engine::kNoWeight, n, k, dim, ffn, n_experts, false});
+        // The clamp binds at 0.7 (checked to 1e-9 on the f32 path); with int8 activations, gpt-oss's own 7: at 0.7
+        // this chain's two int8 quantizations reached 4.4e-4 of NMSE, past the int8 limit.
+        c.add("glu", engine::GluOp{gate, up, gate, n * k * ffn, glu, 1.702f, q8 ? 7.f : 0.7f});
+        c.add("down", engine::MoeMatMulOp{gate, experts, down, w_down, engine::kNoWeight, n, k, ffn, dim, n_experts, true});
+        const std::string kernels = compare_fused(c, down, 1e-9, q8);
+        CHECK_MESSAGE(has(kernels, "ffn_norm  (fused into router)"), kernels);
+        // With int8 activations the experts' quantized input is made beside the f32 router, not after the route.
+        if (q8) CHECK_MESSAGE(has(kernels, "router  quantize_q8 + matvec_f32 + fused rmsnorm input"), kernels);
+        CHECK_MESSAGE(!has(kernels, "gate  moe_matvec_q8_mxfp4 + quantize_q8"), kernels);
+        CHECK_MESSAGE(!has(kernels, "gate  moe_matvec_q8_q4_K + quantize_q8"), kernels);
+        CHECK_MESSAGE(has(kernels, "glu  (fused into down)"), kernels);
+        CHECK_MESSAGE(has(kernels, q8 ? "fused rmsnorm input (quantize_q8)" : "fused rmsnorm input"), kernels);
+        const std::string glu_input = glu == GluKind::SiLU ? "fused swiglu input" : "fused clamped swiglu input";
+        CHECK_MESSAGE(has(kernels, (q8 ? glu_input + " (quantize_q8)" : glu_input).c_str()), kernels);
+      }
+  // moe_combine + residual add + the next layer's norm inside a decode matvec: with int8 activations the combine's
+  // dispatch also makes that matvec's int8 input (quantize_q8_combine), and the matvec quantizes nothing.
+  for (int64_t n : {int64_t(1), int64_t(3)})
+    for (bool q8 : {true, false}) {
+      CAPTURE(n);
+      CAPTURE(q8);
+      const int64_t k = 3, width = 96, n_experts = 6, rows = 40;
+      OpCase c(n, 8);
+      const BufferId logits = c.input("router_logits", n * n_experts, seed++, 2.f);
+      const BufferId experts = c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+      const BufferId weights = c.output("expert_weights", n * k);
+      const BufferId down = c.input("down", n * k * width, seed++);
+      const BufferId combined = c.output("moe_out", n * width);
+      const BufferId x = c.input("x", n * width, seed++);
+      const BufferId xb = c.output("xb", n * width);
+      const BufferId q = c.output("q", n * rows);
+      const engine::WeightId norm_w = c.weight("attn_norm", GgmlType::F32, 1, width, seed++, 0.5f, 1.5f);
+      const engine::WeightId wq = c.weight("wq", GgmlType::Q8_0, rows, width, seed++);
+      c.add("route", engine::MoeRouteOp{logits, experts, weights, n, n_experts, k, MoeGating::SoftmaxTopK, true});
+      c.add("combine", engine::MoeCombineOp{down, weights, combined, n, k, width});
+      c.add("residual", engine::AddOp{x, combined, n * width});
+      c.add("attn_norm", engine::RmsNormOp{x, xb, norm_w, n, width, 0, 1e-6f});
+      c.add("attn_q", engine::MatMulOp{xb, q, wq, n, width, rows});
+      const std::string kernels = compare_fused(c, q, 1e-9, q8);
+      if (q8) {
+        CHECK_MESSAGE(has(kernels, "combine  quantize_q8_combine"), kernels);
+        CHECK_MESSAGE(!has(kernels, "attn_q  matvec_q8_q8_0 + quantize_q8"), kernels);
+      } else {
+        CHECK_MESSAGE(has(kernels, "combine  moe_combine_f32 (fused residual add)"), kernels);
+      }
+      compare(c, x, 1e-12);
+    }
+  // moe_combine + residual add: the combine accumulates into x (decode and prefill token counts).
+  for (int64_t n : {int64_t(1), int64_t(5)}) {
+    CAPTURE(n);
+    const int64_t k = 3, width = 70, n_experts = 6;
+    OpCase c(n, 8);
+    const BufferId logits = c.input("router_logits", n * n_experts, seed++, 2.f);
+    const BufferId experts = c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, n * k);
+    const BufferId weights = c.output("expert_weights", n * k);
+    const BufferId down = c.input("down", n * k * width, seed++);
+    const BufferId combined = c.output("moe_out", n * width);
+    const BufferId x = c.input("x", n * width, seed++);
+    c.add("route", engine::MoeRouteOp{logits, experts, weights, n, n_experts, k, MoeGating::SoftmaxTopK, true});
+    c.add("combine", engine::MoeCombineOp{down, weights, combined, n, k, width});
+    c.add("residual", engine::AddOp{x, combined, n * width});
+    const std::string kernels = compare_fused(c, x, 1e-12);
+    CHECK_MESSAGE(has(kernels, "moe_combine_f32 (fused residual add)"), kernels);
+    CHECK_MESSAGE(has(kernels, "residual  (fused into combine)"), kernels);
+  }
+}
+
+TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dispatch") {
+  uint32_t seed = 1100;
+  // f32 caches over every shape; f16 caches (the engine's default: rope_kv_f32_kvf16, paged rows) over a subset.
+  for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16})
+    for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+      for (int64_t head_dim : {int64_t(64), int64_t(40)})
+        for (bool partial : {false, true})
+          for (bool factors : {false, true})
+            for (int64_t n : {int64_t(1), int64_t(3)})
+              for (bool v_write : {true, false}) {
+                const bool f16 = kv == engine::ElemType::F16;
+                if (f16 && (head_dim != 64 || !factors)) continue;
+                CAPTURE(f16);
+                CAPTURE(int(pairing));
+                CAPTURE(head_dim);
+                CAPTURE(partial);
+                CAPTURE(factors);
+                CAPTURE(n);
+                CAPTURE(v_write);
+                auto rc = test::rope_kv_case(pairing, n, head_dim, partial, factors, v_write, seed, kv);
+                const std::string kernels = compare_fused(rc.c, rc.k_cache, f16 ? 1e-10 : 1e-8);
+                CHECK_MESSAGE(has(kernels, f16 ? "rope_q  rope_kv_f32_kvf16" : "rope_q  rope_kv_f32"), kernels);
+                CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
+                CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
+                compare(rc.c, rc.q, 1e-8);
+                compare(rc.c, rc.k, 1e-8);
+                compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
+              }
+  // Prefill-sized steps keep the separate kernels.
+  auto rc = test::rope_kv_case(model::RopePairing::Adjacent, 5, 64, false, false, true, seed);
+  const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
+  CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
+}
+
+// qwen3's attn_q_norm and attn_k_norm before the rope: all four ops and the cache writes in one qk_norm_rope_kv
+// dispatch, a workgroup per head (heads of fewer, as many and more pairs than its 64 invocations).
+TEST_CASE("vk decode fusion: per-head q/k norms, rope and the kv-cache writes in one dispatch") {
+  uint32_t seed = 1130;
+  for (engine::ElemType kv : {engine::ElemType::F32, engine::ElemType::F16})
+    for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+      for (int64_t head_dim : {int64_t(40), int64_t(128), int64_t(256)})
+        for (bool partial : {false, true})
+          for (int64_t n : {int64_t(1), int64_t(3)}) {
+            const bool f16 = kv == engine::ElemType::F16, v_write = n == 1 || partial;
+            if (f16 && (head_dim != 128 || partial)) continue;
+            CAPTURE(f16);
+            CAPTURE(int(pairing));
+            CAPTURE(head_dim);
+            CAPTURE(partial);
+            CAPTURE(n);
+            auto rc = test::rope_kv_case(pairing, n, head_dim, partial, true, v_write, seed, kv, false, true);
+            const std::string kernels = compare_fused(rc.c, rc.k_cache, f16 ? 1e-8 : 1e-8);
+            CHECK_MESSAGE(has(kernels, f16 ? "rope_q  qk_norm_rope_kv_f32_kvf16" : "rope_q  qk_norm_rope_kv_f32"),
+                          kernels);
+            CHECK_MESSAGE(has(kernels, "attn_q_norm  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "attn_k_norm  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "k_cache  (fused into rope_q)"), kernels);
+            CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)") == v_write, kernels);
+            compare(rc.c, rc.q, 1e-8);
+            compare(rc.c, rc.k, 1e-8);
+            compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
+          }
+  // Prefill-sized steps keep the separate kernels.
+  auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, 5, 128, false, false, true, seed, engine::ElemType::F32,
+                               false, true);
+  const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
+  CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
+  CHECK_MESSAGE(has(kernels, "attn_q_norm  rmsnorm_f32"), kernels);
+}
+
+TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8)") {
+  uint32_t seed = 1150;
+  for (int64_t n : {int64_t(1), int64_t(3)}) {
+    CAPTURE(n);
+    // Rows of 2 x 64 elements: 4 q8_0 blocks. Both backends quantize the same rotated f32 K rows.
+    // OpCase::input takes F32 and F16 buffers: the caches are built as F32 ones and retyped before preparing.
+    auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, n, 64, false, true, true, seed);
+    for (engine::BufferId b : {rc.k_cache, rc.v_cache})
+      rc.c.plan.buffers[size_t(b)].type = engine::ElemType::Q8_0;
+    const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-10);
+    CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
+    CHECK_MESSAGE(has(kernels, "kv_write_q8"), kernels);
+    compare(rc.c, rc.q, 1e-8);
+    compare(rc.c, rc.v_cache, 1e-10);
+  }
+}
