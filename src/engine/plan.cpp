@@ -143,6 +143,12 @@ std::vector<BufferRegion> written_regions(const PlanOp& op, const StepInput& ste
       op.op);
 }
 
+std::vector<BufferId> written_buffers(const PlanOp& op) {
+  std::vector<BufferId> out = {written_buffer(op)};
+  if (const auto* route = std::get_if<MoeRouteOp>(&op.op)) out.push_back(route->experts);
+  return out;
+}
+
 BufferId written_buffer(const PlanOp& op) {
   return std::visit(
       [](const auto& o) -> BufferId {

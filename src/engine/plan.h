@@ -393,6 +393,8 @@ struct BufferRegion {
 std::vector<BufferRegion> written_regions(const PlanOp& op, const StepInput& step);
 // The buffer an op writes (whatever the step).
 BufferId written_buffer(const PlanOp& op);
+// Every buffer an op writes: written_buffer's, and the expert ids a MoE route writes beside its weights.
+std::vector<BufferId> written_buffers(const PlanOp& op);
 // The buffers an op reads (for verify's resync and for backends that track hazards).
 std::vector<BufferId> read_buffers(const PlanOp& op);
 // Calls `buffer` on every BufferId field of an op and `weight` on every WeightId field (kNoWeight ones too), by

@@ -29,15 +29,9 @@ public:
   using PreparedPlan::PreparedPlan;
   std::vector<Segment> segments;
   std::vector<int> fresh;  // [model BufferId] the segment that last wrote it (-1: none since prepare)
+  std::vector<std::vector<BufferId>> op_writes;  // [op] written_buffers, once at prepare (execute marks them)
   std::vector<float> staging;
 };
-
-// Every buffer an op writes (MoE routing writes two).
-std::vector<BufferId> writes_of(const PlanOp& op) {
-  std::vector<BufferId> out = {written_buffer(op)};
-  if (const auto* r = std::get_if<MoeRouteOp>(&op.op)) out.push_back(r->experts);
-  return out;
-}
 
 bool handed_off(BufferRole role) { return role == BufferRole::Scratch || role == BufferRole::Logits; }
 
@@ -77,24 +71,28 @@ void SplitBackend::load_weights(std::span<const WeightDesc> weights) {
   weights_.assign(weights.begin(), weights.end());
 }
 
-int SplitBackend::backend_of(const Plan& plan, size_t index) const {
+std::vector<int> SplitBackend::op_backends(const Plan& plan) const {
   const std::vector<int>& at = placement_.layer_device;
-  const int layer = plan.ops[index].layer;
-  GRETA_CHECK(layer < int(at.size()), "op ", plan.ops[index].label, " of layer ", layer, " in a ", at.size(),
-              "-block placement");
-  if (layer >= 0) return at[size_t(layer)];
-  // Outside the blocks: the embedding before them goes with block 0, the output after them with the last block.
-  for (size_t i = 0; i < index; ++i)
-    if (plan.ops[i].layer >= 0) return at.back();
-  return at.front();
+  std::vector<int> out(plan.ops.size());
+  bool after_blocks = false;
+  for (size_t i = 0; i < plan.ops.size(); ++i) {
+    const int layer = plan.ops[i].layer;
+    GRETA_CHECK(layer < int(at.size()), "op ", plan.ops[i].label, " of layer ", layer, " in a ", at.size(),
+                "-block placement");
+    // Outside the blocks: the embedding before them goes with block 0, the output after them with the last block.
+    out[i] = layer >= 0 ? at[size_t(layer)] : after_blocks ? at.back() : at.front();
+    after_blocks = after_blocks || layer >= 0;
+  }
+  return out;
 }
 
 // Each backend loads the weights its ops use, renumbered in table order.
 void SplitBackend::load_children(const Plan& plan) {
   std::vector<std::vector<uint8_t>> used(backends_.size(), std::vector<uint8_t>(weights_.size(), 0));
+  const std::vector<int> backend_of = op_backends(plan);
   for (size_t i = 0; i < plan.ops.size(); ++i) {
     PlanOp op = plan.ops[i];
-    const size_t b = size_t(backend_of(plan, i));
+    const size_t b = size_t(backend_of[i]);
     for_each_ref(op.op, [](BufferId&) {}, [&](WeightId& w) {
       if (w != kNoWeight) used[b].at(size_t(w)) = 1;
     });
@@ -117,15 +115,17 @@ std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
   auto p = std::make_unique<SplitPlan>(plan);
   const size_t n_buffers = plan.buffers.size();
   p->fresh.assign(n_buffers, -1);
+  for (const PlanOp& op : plan.ops) p->op_writes.push_back(written_buffers(op));
+  const std::vector<int> backend_of = op_backends(plan);
 
   std::vector<int> last_writer(n_buffers, -1);       // segment index, while walking the segments in order
   std::vector<int> persistent_owner(n_buffers, -1);  // backend
   for (size_t begin = 0; begin < plan.ops.size();) {
     Segment s;
-    s.backend = backend_of(plan, begin);
+    s.backend = backend_of[begin];
     s.begin = begin;
     s.end = begin + 1;
-    while (s.end < plan.ops.size() && backend_of(plan, s.end) == s.backend) ++s.end;
+    while (s.end < plan.ops.size() && backend_of[s.end] == s.backend) ++s.end;
     const size_t index = p->segments.size();
 
     Plan sub;
@@ -144,7 +144,7 @@ std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
         if (needed && std::none_of(s.handoffs.begin(), s.handoffs.end(), same))
           s.handoffs.push_back({b, size_t(last_writer[size_t(b)])});
       }
-      for (BufferId b : writes_of(op)) written[size_t(b)] = 1;
+      for (BufferId b : p->op_writes[i]) written[size_t(b)] = 1;
       PlanOp local = op;
       for_each_ref(
           local.op,
@@ -208,7 +208,7 @@ void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRang
     Backend& backend = *backends_[size_t(s.backend)];
     backend.execute(*s.prepared, step, {lo - s.begin, hi - s.begin});
     for (size_t i = lo; i < hi; ++i)
-      for (BufferId b : writes_of(plan.ops[i])) p.fresh[size_t(b)] = int(index);
+      for (BufferId b : p.op_writes[i]) p.fresh[size_t(b)] = int(index);
     if (profiling_) {  // the segment's op times and spans, under the model's op indices
       std::vector<double>& seconds = s.prepared->mutable_op_seconds();
       for (size_t i = 0; i < seconds.size(); ++i) p.mutable_op_seconds()[s.begin + i] += std::exchange(seconds[i], 0.0);

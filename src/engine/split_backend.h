@@ -57,8 +57,8 @@ public:
   const CrossingStats& crossings() const { return crossings_; }
 
 private:
-  // The backend that runs op `index` of `plan`.
-  int backend_of(const Plan& plan, size_t index) const;
+  // [op] the backend that runs each op of `plan`.
+  std::vector<int> op_backends(const Plan& plan) const;
   void load_children(const Plan& plan);
 
   std::vector<std::unique_ptr<Backend>> backends_;

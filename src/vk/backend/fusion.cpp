@@ -64,9 +64,7 @@ public:
     for (size_t i = range.begin; i < range.end; ++i) {
       OpRecord& r = rec(i);
       r.reads = engine::read_buffers(plan.ops[i]);
-      r.writes = {writes(plan.ops[i])};
-      // written_buffer names one buffer; the router also writes its expert ids (read by the expert matmuls).
-      if (const auto* route = std::get_if<engine::MoeRouteOp>(&plan.ops[i].op)) r.writes.push_back(route->experts);
+      r.writes = engine::written_buffers(plan.ops[i]);
       if (const auto* mm = std::get_if<engine::MatMulOp>(&plan.ops[i].op)) r.matmul.op = *mm;
     }
   }
