@@ -30,6 +30,7 @@ greta_add_shader(attention_f32_kvq8 attention.comp DEFINES CACHE_Q8)
 greta_add_shader(gather_rows_f32 gather_rows.comp)
 greta_add_shader(glu_f32 glu.comp)
 greta_add_shader(add_inplace_f32 add_inplace.comp)
+greta_add_shader(add_splits_f32 add_splits.comp)
 greta_add_shader(add_bias_f32 add_bias.comp)
 greta_add_shader(convert_f16 convert_f16.comp)
 

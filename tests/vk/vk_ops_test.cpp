@@ -282,6 +282,33 @@ std::string coopmat_matmul_kernels(GgmlType type, int64_t n, bool residual, int6
 
 }  // namespace
 
+// The tiled kernel splits K over workgroups z when its grid is small (a MoE router's few rows): f32 weights (which
+// always take it) and a quantized type, K that leaves the last split a partial step (1000 columns at BK 16), partial
+// tiles of C, with and without the fused residual add. Every device.
+TEST_CASE("vk tiled matmul splits K when its grid is small and matches the CPU") {
+  uint32_t seed = 870;
+  for (GgmlType type : {GgmlType::F32, GgmlType::Q4_K})
+    for (int64_t n : {int64_t(9), int64_t(37)})
+      for (bool residual : {false, true}) {
+        const std::string type_name = model::type_name(type);
+        CAPTURE(type_name);
+        CAPTURE(n);
+        CAPTURE(residual);
+        const int64_t cols = type == GgmlType::F32 ? 1000 : 1024, rows = type == GgmlType::F32 ? 130 : 37;
+        auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
+        BufferId out = product;
+        if (residual) {
+          out = c.input("residual", n * rows, seed++);
+          c.add("residual", AddOp{out, product, n * rows});
+        }
+        std::string kernels;
+        compare(c, out, 1e-9, vk::MatmulKernel::tiled, 0.0, &kernels);
+        CHECK_MESSAGE(has(kernels, "matmul_tiled"), kernels);
+        CHECK_MESSAGE(has(kernels, "split-K"), kernels);
+        if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
+      }
+}
+
 // Cooperative-matrix devices only.
 TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the fused residual add)") {
   if (!device_has_coopmat()) {
@@ -451,6 +478,8 @@ TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GE
       {9, 3, 3, 64, 32, GgmlType::F16, MoeGating::SoftmaxTopK, false, true, true, GluKind::GeluTanh},
       {2, 8, 3, 64, 64, GgmlType::MXFP4, MoeGating::TopKSoftmax, true, true, false, GluKind::SwiGluOai},
       {1, 130, 8, 64, 32, GgmlType::Q8_0},  // more experts than the router's workgroup has invocations
+      // and grouped: moe_group.comp's scans split over a few invocations per expert (segments of odd length)
+      {37, 130, 8, 64, 32, GgmlType::Q8_0, MoeGating::SoftmaxTopK, false, false, true},
   };
   uint32_t seed = 1460;
   bool matvec = false, gemm = false;
@@ -479,6 +508,10 @@ TEST_CASE("vk mixture of experts: routing, expert matmuls (matvec and grouped GE
     gemm = gemm || has(kernels, "moe_gemm") || has(kernels, "moe_coopmat");
     if (s.n_tokens > 8 && s.dim % 4 == 0)  // moe_coopmat on devices with cooperative matrices (not for F32 weights)
       CHECK_MESSAGE((has(kernels, "gate  moe_gemm") || has(kernels, "gate  moe_coopmat")), kernels);
+    if (s.n_tokens > 8 && s.dim % 4 == 0) {  // one grouping for the matmuls of the same expert ids
+      CHECK_MESSAGE(has(kernels, "grouped by expert: moe_group"), kernels);
+      CHECK_MESSAGE(has(kernels, "grouped by expert: the groups of an earlier matmul"), kernels);
+    }
     if (s.n_tokens <= 8) CHECK_MESSAGE(has(kernels, "gate  moe_matvec"), kernels);
     if (s.n_tokens <= 8 && model::traits(s.type).block_elems > 1) {  // a quantized type
       // The block-wise kernels (matvec_block.comp's MOE variants): int8 activations where the device has integer

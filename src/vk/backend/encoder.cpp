@@ -123,6 +123,24 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols
   return {f16_span_.buffer, f16_span_.offset, bytes};
 }
 
+OpEncoder::MoeGroups OpEncoder::moe_groups(engine::BufferId experts, uint32_t slots, uint32_t n_experts,
+                                            uint32_t bm) {
+  const GroupsKey key{experts, slots, n_experts, bm};
+  if (groups_of_ == key) return {groups_.sorted, groups_.tiles, true};
+  const uint64_t max_tiles = (uint64_t(slots) + bm - 1) / bm + n_experts;
+  if (groups_.sorted.size < uint64_t(slots) * 4) groups_.sorted = scratch_buffer(uint64_t(slots) * 4, "moe sorted slots");
+  if (groups_.tiles.size < (1 + 3 * max_tiles) * 4) groups_.tiles = scratch_buffer((1 + 3 * max_tiles) * 4, "moe tiles");
+  barrier();  // grouped GEMMs recorded earlier may still read the previous lists
+  // As many invocations as the device allows, up to 1024: each takes every WG-th slot.
+  const uint32_t local = std::min({1024u, info().max_workgroup_invocations, info().max_workgroup_size[0]});
+  const struct { uint32_t slots, n_experts; } push{slots, n_experts};
+  const auto& p = pipeline(ShaderId::moe_group, {{0, local}, {1, bm}});
+  dispatch(p, {buffer(experts), groups_.sorted, groups_.tiles}, as_push(push), {1, 1, 1});
+  barrier();
+  groups_of_ = key;
+  return groups_;
+}
+
 BufferSpan OpEncoder::gemm_partials(uint64_t bytes) {
   if (partials_span_.size < bytes) partials_span_ = scratch_buffer(bytes, "split-K partials");
   return {partials_span_.buffer, partials_span_.offset, bytes};
@@ -217,6 +235,7 @@ void append_glu_constants(std::vector<SpecConstant>& spec, const engine::GluOp& 
 void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
   const auto written = [&](engine::BufferId b) { return std::find(writes.begin(), writes.end(), b) != writes.end(); };
   if (f16_of_ && written(*f16_of_)) f16_of_.reset();
+  if (groups_of_ && written(groups_of_->experts)) groups_of_.reset();
   if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
   if (q8_pending_) q8_of_ = std::exchange(q8_pending_, std::nullopt);  // made by the op just recorded
 }

@@ -140,6 +140,14 @@ public:
   // GEMMs, so their activations are converted once instead of once per weight-column tile. The copy is reused by the
   // following GEMMs of the same input (Q, K and V; gate and up) until the backend reports a write to it.
   BufferSpan f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols);
+  // The slots of a MoE step listed by expert and cut into tiles of `bm` (moe_group.comp, between two barriers) for the
+  // grouped expert GEMMs: `experts` holds the step's `slots` expert ids. Reused by the following grouped GEMMs of the
+  // same ids (a layer's gate, up and down) until the backend reports a write to `experts`.
+  struct MoeGroups {
+    BufferSpan sorted, tiles;
+    bool reused = false;  // made for an earlier matmul (no dispatch)
+  };
+  MoeGroups moe_groups(engine::BufferId experts, uint32_t slots, uint32_t n_experts, uint32_t bm);
   // Scratch for a split-K GEMM's partial products, shared by every GEMM of the plan (a new buffer when it is too
   // small): the caller puts a barrier before the dispatch that writes it (an earlier GEMM's reduction may still read
   // it) and between that dispatch and the reduction.
@@ -175,6 +183,13 @@ private:
   std::optional<uint64_t> q8_fence_;    // q8_prefetch: the recorder's barrier count when it was recorded
   BufferSpan q8_span_{};
   BufferSpan partials_span_{};  // gemm_partials
+  struct GroupsKey {
+    engine::BufferId experts;
+    uint32_t slots, n_experts, bm;
+    bool operator==(const GroupsKey&) const = default;
+  };
+  std::optional<GroupsKey> groups_of_;  // what groups_ holds (moe_groups)
+  MoeGroups groups_{};
   // q8_span_ sized for `source` (a new buffer when it is too small).
   BufferSpan q8_span_for(const Q8Source& source);
   // The quantize_q8 dispatch into it, no barriers.

@@ -130,6 +130,48 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone) {
   return split;
 }
 
+// matmul_tiled's split-K factor: each invocation owns a 4 x 4 block of C, so the grid is C's elements / 16
+// invocations whatever the tile, and a narrow C leaves a GPU nearly idle (a MoE router's 128 rows over 512 tokens: 16
+// workgroups of 256 took 0.19 ms of the Qwen3-30B-A3B shape's 1.5 ms layer on an H200). Doubled (up to 32) while the
+// grid has fewer than 256 workgroups and each split keeps at least 8 K steps; only when alone, as coopmat_split.
+uint32_t tiled_split(uint64_t groups, uint32_t k_steps, bool alone) {
+  uint32_t split = 1;
+  while (alone && split < 32 && groups * split < 256 && k_steps / (2 * split) >= 8) split *= 2;
+  return split;
+}
+
+// Partial products of a split-K GEMM (matmul_coopmat.comp, matmul_tiled.comp): splits 1.. each write an M x N block
+// at a stride of M * N rounded up to 64 floats (the shaders' partial_stride()); split 0 writes y.
+struct SplitK {
+  uint32_t split = 1;
+  uint64_t elems = 0, stride = 0;
+  BufferSpan partials{};  // y itself when split == 1 (never written)
+};
+
+SplitK split_k(OpEncoder& e, uint32_t split, const MatmulPush& push, BufferSpan out) {
+  SplitK s;
+  s.split = split;
+  s.elems = uint64_t(push.n_tokens) * push.rows;
+  s.stride = (s.elems + 63) / 64 * 64;
+  s.partials = out;
+  if (split > 1) {
+    s.partials = e.gemm_partials((split - 1) * s.stride * 4);
+    e.barrier();  // an earlier GEMM's reduction may still read the partials
+  }
+  return s;
+}
+
+// y += the partials, in split order (add_splits.comp), after the GEMM.
+void add_partials(OpEncoder& e, const SplitK& s, BufferSpan out) {
+  if (s.split < 2) return;
+  e.barrier();
+  const struct { uint32_t count, partials, stride; } push{to_u32(int64_t(s.elems), "split-K partial elements"),
+                                                          s.split - 1, to_u32(int64_t(s.stride), "split-K stride")};
+  const auto& add = e.pipeline(ShaderId::add_splits_f32, {{0, kElementwiseWorkgroup}});
+  e.dispatch(add, {BufferSpan{out.buffer, out.offset, s.elems * 4}, s.partials}, as_push(push),
+             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+}
+
 // matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use, as far ahead as the raw words fit
 // in registers and help. With one shared-memory stage (the default tile), a K step of 64 hides a load: 1, but 2 for
 // F16 (H100 TFLOP/s on 128x128x2x4x64x2, depth 1 / 2: q4_0 512x4096x11008 189 / 186, q6_K 132 / 113 (spills), q4_K
@@ -194,12 +236,20 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
     if (gemm == GemmKernel::tiled) {
       // Tile BM x BN (tokens x weight rows), K step BK, one 4 x 4 block of C per invocation: 64 x 64 x 16 on 256
       // invocations by default.
+      // K split when the grid is small (tiled_split).
       const ShaderId id = weight_shader(WeightKernel::matmul_tiled, w.type);
       const uint32_t local = (tile.bm / 4) * (tile.bn / 4);
-      const auto& p = e.pipeline(id, {{0, local}, {1, tile.bm}, {2, tile.bn}, {3, tile.bk}, {4, accumulate}});
-      e.dispatch(p, {weights, in, out}, as_push(push),
-                 {(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm, 1});
-      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")"));
+      const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
+      const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
+      const SplitK sk = split_k(
+          e, w.matrix.chunk_count() == 1 ? tiled_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier()) : 1, push,
+          out);
+      const auto& p =
+          e.pipeline(id, {{0, local}, {1, tile.bm}, {2, tile.bn}, {3, tile.bk}, {4, accumulate}, {5, sk.split}});
+      e.dispatch(p, {weights, in, out, sk.partials}, as_push(push), {grid[0], grid[1], sk.split});
+      e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
+                         sk.split > 1 ? cat(" split-K ", sk.split) : ""));
+      add_partials(e, sk, out);
     } else {
       // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages where they fit, else
       // one: by default 128 x 128 at BK 64 on 2 K groups of 2 x 4 subgroups (4 x 2 fragments each), one stage of
@@ -231,13 +281,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
           w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier()) : 1;
       const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
       split = (push.cols + chunk - 1) / chunk;  // every split non-empty
-      const uint64_t part_elems = uint64_t(push.n_tokens) * push.rows;
-      const uint64_t part_stride = (part_elems + 63) / 64 * 64;  // matmul_coopmat.comp's partial_stride()
-      BufferSpan partials = out;
-      if (split > 1) {
-        partials = e.gemm_partials((split - 1) * part_stride * 4);
-        e.barrier();  // an earlier GEMM's reduction may still read the partials
-      }
+      const SplitK sk = split_k(e, split, push, out);
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
       const uint32_t stages = coopmat_stages(tile, e.info());
       const uint32_t depth = coopmat_load_depth(w.type, tile, stages);
@@ -246,24 +290,13 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
                                   {4, tile.wn}, {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},
                                   {9, x_split}, {10, split}, {11, tile.kg}, {12, stages}},
                                  options);
-      e.dispatch(p, {weights, x16 ? *x16_input : in, out, partials}, as_push(push), {grid[0], grid[1], split});
+      e.dispatch(p, {weights, x16 ? *x16_input : in, out, sk.partials}, as_push(push), {grid[0], grid[1], split});
       // "matmul_coopmat_x16_q4_0 128x128x2x4x64x2 (default) split-K 4 depth 1 one stage": the tile next to where it
       // came from, then what differs from two stages at depth 2.
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
                          split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : "",
                          stages == 1 ? " one stage" : ""));
-      if (split > 1) {  // y += each partial (add_inplace), in split order
-        e.barrier();
-        const uint32_t count = to_u32(int64_t(part_elems), "split-K partial elements");
-        const auto& add = e.pipeline(ShaderId::add_inplace_f32, {{0, kElementwiseWorkgroup}});
-        for (uint32_t z = 1; z < split; ++z) {
-          if (z > 1) e.barrier();
-          e.dispatch(add,
-                     {BufferSpan{out.buffer, out.offset, part_elems * 4},
-                      BufferSpan{partials.buffer, partials.offset + (z - 1) * part_stride * 4, part_elems * 4}},
-                     as_push(count), {e.groups_for(count, kElementwiseWorkgroup), 1, 1});
-        }
-      }
+      add_partials(e, sk, out);
     }
   }
   if (accumulate) e.note_variant("fused residual add (y += W x)");

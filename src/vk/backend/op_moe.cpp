@@ -3,7 +3,8 @@
 //   matmul   a few tokens (decode, <= kMoeMatvecMaxTokens): moe_matvec_<type>, one workgroup per (row group, slot):
 //            each slot reads only its chosen expert's rows, so the bytes read are the active experts'.
 //            More tokens: moe_group.comp lists the slots by expert and cuts each expert's list into tiles of BM slots
-//            (one workgroup, between two barriers), then one dispatch over (column tile, slot tile) of moe_coopmat_<type>
+//            (one workgroup, between two barriers; OpEncoder::moe_groups, made once for the matmuls of the same
+//            expert ids: a layer's gate, up and down), then one dispatch over (column tile, slot tile) of moe_coopmat_<type>
 //            (matmul_coopmat.comp's MOE variant, on devices with cooperative matrices) or else moe_gemm_<type>:
 //            each weight tile is read once per BM slots of its expert, and there is no dispatch per expert. The grid
 //            is sized for the most tiles a step can have (slots / BM + n_experts); the workgroups past the step's
@@ -237,18 +238,14 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
                        coopmat_matmul_usable(e.info(), e.features(), w.type) && shader_available(*v.coopmat) &&
                        matmul_tile_valid(GemmKernel::coopmat, coopmat_tile, e.info());
   const uint32_t bm = coopmat ? coopmat_tile.bm : kGemmBM, bn = coopmat ? coopmat_tile.bn : kGemmBN;
-  // Slot lists per expert and their tiles (moe_group.comp's layout), this op's own: the MoE matmuls of one layer
-  // (gate and up) may run concurrently.
+  // Slot lists per expert and their tiles (moe_group.comp's layout), shared by the layer's grouped GEMMs.
   const int64_t max_tiles = (slots + bm - 1) / bm + op.n_experts;
-  const BufferSpan sorted = e.scratch_buffer(uint64_t(slots) * 4, "moe sorted slots");
-  const BufferSpan tiles = e.scratch_buffer(uint64_t(1 + 3 * max_tiles) * 4, "moe tiles");
   const uint32_t col_tiles = to_u32((op.out_features + bn - 1) / bn, "column tiles");
   if (col_tiles > e.info().max_workgroup_count[0] || uint64_t(max_tiles) > e.info().max_workgroup_count[1])
     fail("vk: moe_matmul of ", op.out_features, " rows over ", slots, " slots needs too many workgroups");
-  const struct { uint32_t slots, n_experts; } group_push{uint32_t(slots), to_u32(op.n_experts, "experts")};
-  const auto& g = e.pipeline(ShaderId::moe_group, {{0, 256}, {1, bm}});
-  e.dispatch(g, {experts, sorted, tiles}, as_push(group_push), {1, 1, 1});
-  e.barrier();
+  const OpEncoder::MoeGroups groups = e.moe_groups(op.experts, uint32_t(slots), to_u32(op.n_experts, "experts"), bm);
+  const BufferSpan sorted = groups.sorted, tiles = groups.tiles;
+  const char* grouping = groups.reused ? "the groups of an earlier matmul" : "moe_group";
   if (coopmat) {
     const MatmulTile& t = coopmat_tile;
     const uint32_t sg = e.info().subgroup_size, stages = coopmat_stages(t, e.info());
@@ -271,7 +268,7 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
     e.dispatch(p, {w.matrix.chunk(0).span(), x16, out, out, sorted, tiles, bias}, as_push(push),
                {col_tiles, uint32_t(max_tiles), 1});
     e.note_variant(cat(shader_blob(*v.coopmat).name, " ", t.bm, "x", t.bn, "x", t.wm, "x", t.wn, "x", t.bk, " (",
-                       slots, " slots grouped by expert: moe_group)"));
+                       slots, " slots grouped by expert: ", grouping, ")"));
     return;
   }
   const auto& p = e.pipeline(v.gemm, {{0, (kGemmBM / 4) * (kGemmBN / 4)}, {1, kGemmBM}, {2, kGemmBN}, {3, kGemmBK}});
@@ -279,7 +276,7 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
     e.dispatch(p, {w.matrix.chunk(c).span(), x, sorted, tiles, out, bias}, as_push(push_for(c)),
                {col_tiles, uint32_t(max_tiles), 1});
   e.note_variant(cat(shader_blob(v.gemm).name, " ", kGemmBM, "x", kGemmBN, "x", kGemmBK, " (", slots,
-                     " slots grouped by expert: moe_group)"));
+                     " slots grouped by expert: ", grouping, ")"));
 }
 
 bool moe_combine_makes(const engine::MoeCombineOp& op, const Q8Source& next) {
