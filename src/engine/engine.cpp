@@ -33,6 +33,10 @@ uint64_t Engine::kv_bytes_per_position(const model::ModelConfig& c, ElemType kv_
   return uint64_t(c.n_layers) * elem_bytes(kv_type, c.n_kv_heads * (c.head_dim + c.head_dim_v));
 }
 
+int64_t Engine::default_context(const model::ModelConfig& c) {
+  return c.context_length > 0 ? std::min(c.context_length, kDefaultContext) : kDefaultContext;
+}
+
 uint64_t Engine::kv_bytes_per_page() const { return kv_bytes_per_position(config_, options_.kv_type) * uint64_t(kPageSize); }
 
 namespace {
@@ -63,8 +67,7 @@ KvSizing size_kv(const model::ModelConfig& config, const EngineOptions& o, uint6
            "left after the weights; see --kv-budget)");
     return {o.ctx, max_pages};
   }
-  const int64_t trained = config.context_length > 0 ? config.context_length : kDefaultContext;
-  return {std::min({trained, kDefaultContext, fits}), max_pages};
+  return {std::min(Engine::default_context(config), fits), max_pages};
 }
 
 }  // namespace

@@ -207,6 +207,9 @@ public:
 
   // Bytes of KV cache per context position (K and V, every layer) with elements of `kv_type`.
   static uint64_t kv_bytes_per_position(const model::ModelConfig& config, ElemType kv_type = ElemType::F32);
+  // The context per sequence when EngineOptions::ctx is 0, before the memory check: the trained length, at most
+  // 4096 (llama.cpp's default too).
+  static int64_t default_context(const model::ModelConfig& config);
 
 private:
   struct Sequence {  // the engine's side of a sequence (live while the KV cache holds it, under the same id)

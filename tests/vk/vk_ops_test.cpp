@@ -262,12 +262,10 @@ TEST_CASE("vk matmul followed by a residual add runs fused (x += W h) and matche
 // and 67 tokens), and f16 rows of 204 columns (a partial last K step, 8-half items straddling two uvec4 of X).
 namespace {
 
-// One coopmat GEMM case for the split-K and K-group tests: `type` weights of 101 rows (partial tiles) and a row length
-// with a partial last K step for f16, the product of n tokens (plus a residual add that runs fused when `residual`),
-// checked against the CPU. Returns the kernel list.
-std::string coopmat_matmul_kernels(GgmlType type, int64_t n, bool residual, int64_t block32_cols, uint32_t& seed) {
-  const int64_t block = model::traits(type).block_elems;
-  const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : block32_cols, rows = 101;
+// The product of n tokens and `type` weights of rows x cols (plus a residual add that runs fused when `residual`) on
+// `kernel`, checked against the CPU. Returns the kernel list.
+std::string matmul_kernels(GgmlType type, int64_t n, int64_t cols, int64_t rows, bool residual,
+                           vk::MatmulKernel kernel, uint32_t& seed) {
   auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
   BufferId out = product;
   if (residual) {
@@ -275,9 +273,17 @@ std::string coopmat_matmul_kernels(GgmlType type, int64_t n, bool residual, int6
     c.add("residual", AddOp{out, product, n * rows});
   }
   std::string kernels;
-  compare(c, out, 1e-9, vk::MatmulKernel::coopmat, 2e-6, &kernels);
+  compare(c, out, 1e-9, kernel, kernel == vk::MatmulKernel::coopmat ? 2e-6 : 0.0, &kernels);
   if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
   return kernels;
+}
+
+// One coopmat GEMM case for the split-K and K-group tests: `type` weights of 101 rows (partial tiles) and a row length
+// with a partial last K step for f16.
+std::string coopmat_matmul_kernels(GgmlType type, int64_t n, bool residual, int64_t block32_cols, uint32_t& seed) {
+  const int64_t block = model::traits(type).block_elems;
+  const int64_t cols = block == 1 ? 204 : block == 256 ? 512 : block32_cols;
+  return matmul_kernels(type, n, cols, 101, residual, vk::MatmulKernel::coopmat, seed);
 }
 
 }  // namespace
@@ -295,17 +301,9 @@ TEST_CASE("vk tiled matmul splits K when its grid is small and matches the CPU")
         CAPTURE(n);
         CAPTURE(residual);
         const int64_t cols = type == GgmlType::F32 ? 1000 : 1024, rows = type == GgmlType::F32 ? 130 : 37;
-        auto [c, product] = test::matmul_case(type, n, cols, seed, rows);
-        BufferId out = product;
-        if (residual) {
-          out = c.input("residual", n * rows, seed++);
-          c.add("residual", AddOp{out, product, n * rows});
-        }
-        std::string kernels;
-        compare(c, out, 1e-9, vk::MatmulKernel::tiled, 0.0, &kernels);
+        const std::string kernels = matmul_kernels(type, n, cols, rows, residual, vk::MatmulKernel::tiled, seed);
         CHECK_MESSAGE(has(kernels, "matmul_tiled"), kernels);
         CHECK_MESSAGE(has(kernels, "split-K"), kernels);
-        if (residual) CHECK_MESSAGE(has(kernels, "fused"), kernels);
       }
 }
 

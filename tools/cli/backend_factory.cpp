@@ -252,8 +252,7 @@ BackendChoice create_model_backend(const BackendRequest& request, const model::M
 
   engine::PlacementRequest place;
   place.tensor_split = request.tensor_split;
-  const int64_t trained = config.context_length > 0 ? config.context_length : 4096;
-  place.ctx = options.ctx > 0 ? options.ctx : std::min<int64_t>(trained, 4096);
+  place.ctx = options.ctx > 0 ? options.ctx : engine::Engine::default_context(config);
   place.kv_type = options.kv_type;
   place.max_batch = options.max_batch;
   if (request.gpu_layers) place.gpu_layers = std::min(*request.gpu_layers, config.n_layers);

@@ -11,6 +11,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "cpu/cpu_backend.h"
+#include "engine/engine.h"
 #include "engine/model.h"
 #include "engine/placement.h"
 #include "model/gguf.h"
@@ -228,8 +229,7 @@ int cmd_info(int argc, char** argv) {
   std::printf("               total %s (f32 KV) / %s (f16 KV), plus activations\n",
               format_bytes(double(weight_bytes) + kv_elems * 4).c_str(),
               format_bytes(double(weight_bytes) + kv_elems * 2).c_str());
-  // `run`'s context when --ctx is not given: the trained length, at most 4096.
-  print_device_fit(f, c, args.has("ctx") ? ctx : std::min<int64_t>(c.context_length > 0 ? c.context_length : 4096, 4096));
+  print_device_fit(f, c, args.has("ctx") ? ctx : engine::Engine::default_context(c));  // `run`'s context
   return 0;
 }
 

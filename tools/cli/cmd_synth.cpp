@@ -1,4 +1,4 @@
-// greta-vk synth OUT.gguf ...: writes a random-weight llama / qwen2 / qwen3 model of any shape (see model/synth.h).
+// greta-vk synth OUT.gguf ...: writes a random-weight model of any supported architecture and shape (model/synth.h).
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>

@@ -7,7 +7,7 @@ extern const Command k_commands[] = {
     {"devices", "list Vulkan devices and their capabilities", cmd_devices},
     {"tokenize", "print the token ids of a text under a model's tokenizer", cmd_tokenize},
     {"info", "describe a GGUF model: architecture, shapes, tensor types, tokenizer, memory", cmd_info},
-    {"synth", "write a random-weight llama/qwen2/qwen3 GGUF of any shape", cmd_synth},
+    {"synth", "write a random-weight GGUF of any supported architecture and shape", cmd_synth},
     {"run", "generate text from a prompt (streamed; --json for one JSON object)", cmd_run},
     {"chat", "chat with a model through its chat template (stdin lines, Ctrl-D ends)", cmd_chat},
     {"logits", "write the logits after every prompt token (float32, n_prompt x n_vocab)", cmd_logits},
