@@ -50,6 +50,12 @@ endforeach()
 # moe_matvec_<type> for a few tokens (each slot reads only its expert's rows), moe_gemm_<type> over the slots
 # grouped by expert (moe_group) for prefill and batched steps.
 greta_add_shader(moe_route_f32 moe_route.comp)
+# A decode router that routes in its last workgroup (matvec.comp's ROUTE; op_matvec.cpp): the float router types,
+# which is what published MoE files carry (llama.cpp keeps ffn_gate_inp in F32).
+foreach(t f32 f16 bf16)
+  string(TOUPPER "${t}" T)
+  greta_add_shader(matvec_route_${t} matvec.comp DEFINES WTYPE_${T} ROUTE)
+endforeach()
 greta_add_shader(moe_combine_f32 moe_combine.comp)
 greta_add_shader(moe_group moe_group.comp)
 foreach(t IN LISTS GRETA_WEIGHT_TYPES)

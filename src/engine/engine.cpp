@@ -504,9 +504,8 @@ std::span<const float> Engine::prefill(std::span<const TokenId> tokens) {
   have_logits_ = false;
   const StepEntry e{default_sequence(), tokens, LogitsWanted::Last};
   const TimingScope timing(timing_, TimingClass::Prefill);
-  const StepLogits& out = step(std::span(&e, 1));
-  std::copy_n(out.row(0).begin(), config_.vocab_size, last_logits_.begin());
-  have_logits_ = true;
+  step(std::span(&e, 1));
+  keep_default_logits();
   return last_logits_;
 }
 
@@ -526,10 +525,22 @@ std::span<const float> Engine::decode(TokenId token) {
   const StepEntry e{default_sequence(), std::span<const TokenId>(&token, 1), LogitsWanted::Last};
   have_logits_ = false;
   const TimingScope timing(timing_, TimingClass::Decode);
-  const StepLogits& out = step(std::span(&e, 1));
-  std::copy_n(out.row(0).begin(), config_.vocab_size, last_logits_.begin());
-  have_logits_ = true;
+  step(std::span(&e, 1));
+  keep_default_logits();
   return last_logits_;
+}
+
+void Engine::keep_default_logits() {
+  // The step's one row becomes last_logits_ by a swap: a decode step spent about as long copying the vocabulary's
+  // floats once more as it took to read them back (tens of microseconds of a few milliseconds).
+  GRETA_CHECK(!step_logits_.row(0).empty(), "a step of the default sequence without its logits");
+  if (step_logits_.last_.size() == last_logits_.size()) {
+    std::swap(step_logits_.last_, last_logits_);
+    step_logits_.has_last_.assign(step_logits_.has_last_.size(), 0);  // the step's row moved out
+  } else {
+    std::copy_n(step_logits_.row(0).begin(), config_.vocab_size, last_logits_.begin());
+  }
+  have_logits_ = true;
 }
 
 void Engine::reset() {

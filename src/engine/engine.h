@@ -249,6 +249,8 @@ private:
   int64_t prepared_pages_ = 0, prepared_swa_pages_ = 0;  // the pool sizes the prepared plans were made for
   std::vector<Sequence> seqs_;      // by SeqId (the KV cache's ids)
   SeqId default_seq_ = -1;
+  // After a one-entry step of the default sequence (prefill, decode): its logits row into last_logits_.
+  void keep_default_logits();
   std::vector<float> last_logits_;  // [vocab]: the default sequence's
   bool have_logits_ = false;        // last_logits_ belong to the default sequence's last token
   StepLogits step_logits_;

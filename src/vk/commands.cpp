@@ -19,14 +19,20 @@ void record_full_barrier(const VolkDeviceTable& fn, VkCommandBuffer command_buff
 
 namespace {
 
-// Between operations of one sequence: compute and transfer work only.
-void record_compute_barrier(const VolkDeviceTable& fn, VkCommandBuffer command_buffer) {
+// Between operations of one sequence: compute and transfer work; with `indirect_arguments` also the indirect
+// dispatches' argument reads (Recorder::barrier).
+void record_compute_barrier(const VolkDeviceTable& fn, VkCommandBuffer command_buffer, bool indirect_arguments) {
   auto barrier = vk_struct<VkMemoryBarrier>(VK_STRUCTURE_TYPE_MEMORY_BARRIER);
   barrier.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   barrier.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                           VK_ACCESS_TRANSFER_WRITE_BIT;
-  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  fn.vkCmdPipelineBarrier(command_buffer, stages, stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
+  const VkPipelineStageFlags src = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  VkPipelineStageFlags dst = src;
+  if (indirect_arguments) {
+    barrier.dstAccessMask |= VK_ACCESS_INDIRECT_COMMAND_READ_BIT;
+    dst |= VK_PIPELINE_STAGE_DRAW_INDIRECT_BIT;
+  }
+  fn.vkCmdPipelineBarrier(command_buffer, src, dst, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
 // At the end of every sequence: its results are visible to the host after the fence wait (logits copied into a
@@ -95,10 +101,12 @@ void Recorder::dispatch_indirect(const ComputePipeline& pipeline, std::span<cons
   ops_.back().indirect = args;
 }
 
-void Recorder::barrier() {
+void Recorder::barrier(bool indirect_arguments) {
   if (!ops_.empty() && ops_.back().kind != Kind::barrier) {
-    ops_.push_back(Op{.kind = Kind::barrier});
+    ops_.push_back(Op{.kind = Kind::barrier, .indirect_arguments = indirect_arguments});
     ++barriers_;
+  } else if (!ops_.empty()) {
+    ops_.back().indirect_arguments = ops_.back().indirect_arguments || indirect_arguments;
   }
 }
 
@@ -212,7 +220,7 @@ void RecordedSequence::encode(const Recorder& recorder) {
   std::vector<VkWriteDescriptorSet> writes;
   for (const auto& op : recorder.ops_) {
     if (op.kind == Recorder::Kind::barrier) {
-      record_compute_barrier(fn, cb);
+      record_compute_barrier(fn, cb, op.indirect_arguments);
       continue;
     }
     if (op.kind == Recorder::Kind::dispatch) {

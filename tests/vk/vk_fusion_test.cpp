@@ -3,6 +3,7 @@
 // ran (and that prefill-sized steps stay unfused).
 #include <doctest/doctest.h>
 
+#include <cctype>
 #include <string>
 
 #include "engine/op_case.h"
@@ -196,13 +197,22 @@ TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine add
         const std::string kernels = compare_fused(c, down, 1e-9, q8);
         CHECK_MESSAGE(has(kernels, "ffn_norm  (fused into router)"), kernels);
         // With int8 activations the experts' quantized input is made beside the f32 router, not after the route.
-        if (q8) CHECK_MESSAGE(has(kernels, "router  quantize_q8 + matvec_f32 + fused rmsnorm input"), kernels);
-        CHECK_MESSAGE(!has(kernels, "gate  moe_matvec_q8_mxfp4 + quantize_q8"), kernels);
-        CHECK_MESSAGE(!has(kernels, "gate  moe_matvec_q8_q4_K + quantize_q8"), kernels);
+        if (q8) CHECK_MESSAGE(has(kernels, "router  quantize_q8 + matvec_route_f32"), kernels);
+        CHECK_MESSAGE(has(kernels, "route  (fused into router)"), kernels);
         CHECK_MESSAGE(has(kernels, "glu  (fused into down)"), kernels);
         CHECK_MESSAGE(has(kernels, q8 ? "fused rmsnorm input (quantize_q8)" : "fused rmsnorm input"), kernels);
         const std::string glu_input = glu == GluKind::SiLU ? "fused swiglu input" : "fused clamped swiglu input";
-        CHECK_MESSAGE(has(kernels, (q8 ? glu_input + " (quantize_q8)" : glu_input).c_str()), kernels);
+        // With int8 activations the gate and up projections make the down projection's int8 input themselves.
+        CHECK_MESSAGE(has(kernels, (q8 ? glu_input + " (int8, made by the gate and up projections)" : glu_input).c_str()),
+                      kernels);
+        std::string weight_type = model::type_name(type);  // as in the kernel names: q4_k
+        for (char& ch : weight_type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+        for (const char* proj : {"gate", "up"})
+          CHECK_MESSAGE(has(kernels, cat(proj, "  moe_matvec_q8_", weight_type, " + fused rmsnorm input (quantize_q8) + "
+                                         "makes the down projection's int8 input").c_str()) == q8,
+                        kernels);
+        for (const char* proj : {"gate", "up", "down"})
+          CHECK_MESSAGE(!has(kernels, cat(proj, "  moe_matvec_q8_", weight_type, " + quantize_q8").c_str()), kernels);
       }
   // moe_combine + residual add + the next layer's norm inside a decode matvec: with int8 activations the combine's
   // dispatch also makes that matvec's int8 input (quantize_q8_combine), and the matvec quantizes nothing.
@@ -253,6 +263,64 @@ TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine add
     const std::string kernels = compare_fused(c, x, 1e-12);
     CHECK_MESSAGE(has(kernels, "moe_combine_f32 (fused residual add)"), kernels);
     CHECK_MESSAGE(has(kernels, "residual  (fused into combine)"), kernels);
+  }
+}
+
+TEST_CASE("vk decode fusion: the MoE route inside the router matvec (its last workgroup), or right after it") {
+  // The router's float types route in the matvec (matvec_route_<type>); a quantized router keeps moe_route's
+  // dispatch after a barrier inside the same record. Both gating rules, with and without renormalization, gpt-oss's
+  // router bias, more experts than the router's workgroup has invocations, and decode steps of 1 and 3 tokens (the
+  // last workgroup routes every token). Prefill-sized steps keep the route's own dispatch.
+  struct RouteShape {
+    GgmlType type;
+    int64_t n, n_experts, k, dim;
+    MoeGating gating;
+    bool normalize, bias;
+  };
+  const RouteShape shapes[] = {
+      {GgmlType::F32, 1, 128, 8, 256, MoeGating::SoftmaxTopK, true, false},
+      {GgmlType::F32, 3, 130, 8, 70, MoeGating::SoftmaxTopK, false, false},
+      {GgmlType::F16, 1, 37, 5, 96, MoeGating::TopKSoftmax, true, true},
+      {GgmlType::BF16, 3, 32, 4, 64, MoeGating::TopKSoftmax, false, true},
+      {GgmlType::Q8_0, 1, 40, 4, 128, MoeGating::SoftmaxTopK, true, false},
+      {GgmlType::F32, 6, 24, 3, 64, MoeGating::SoftmaxTopK, true, false},  // not a decode step
+  };
+  uint32_t seed = 1700;
+  for (const RouteShape& s : shapes) {
+    const std::string type_name = model::type_name(s.type);
+    CAPTURE(type_name);
+    CAPTURE(s.n);
+    CAPTURE(s.n_experts);
+    CAPTURE(int(s.gating));
+    CAPTURE(s.bias);
+    OpCase c(s.n, 8);
+    const BufferId x = c.input("x", s.n * s.dim, seed++);
+    const BufferId xb = c.output("xb", s.n * s.dim);
+    const BufferId logits = c.output("router_logits", s.n * s.n_experts);
+    const BufferId experts =
+        c.plan.add_buffer("experts", engine::ElemType::I32, engine::BufferRole::Scratch, s.n * s.k);
+    const BufferId weights = c.output("expert_weights", s.n * s.k);
+    const engine::WeightId norm_w = c.weight("ffn_norm", GgmlType::F32, 1, s.dim, seed++, 0.5f, 1.5f);
+    const engine::WeightId w_router = c.weight("router", s.type, s.n_experts, s.dim, seed++);
+    c.add("ffn_norm", engine::RmsNormOp{x, xb, norm_w, s.n, s.dim, 0, 1e-6f});
+    c.add("router", engine::MatMulOp{xb, logits, w_router, s.n, s.dim, s.n_experts});
+    if (s.bias) {
+      const engine::WeightId b = c.weight("router_b", GgmlType::F32, 1, s.n_experts, seed++);
+      c.add("router.bias", engine::AddBiasOp{logits, b, s.n, s.n_experts});
+    }
+    c.add("route", engine::MoeRouteOp{logits, experts, weights, s.n, s.n_experts, s.k, s.gating, s.normalize});
+    // f32 activations for the quantized router: int8 ones round its logits by about 1e-3 of their spread, enough
+    // to swap two experts of close logits against the CPU's f32 product.
+    const bool q8 = model::traits(s.type).block_elems == 1;
+    const std::string kernels = compare_fused(c, experts, 0.0, q8);  // the same experts in the same order
+    compare(c, weights, 1e-10, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+    compare(c, logits, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+    const bool decode = s.n <= 4;
+    CHECK_MESSAGE(has(kernels, "route  (fused into router)") == decode, kernels);
+    const bool inside = decode && model::traits(s.type).block_elems == 1;
+    CHECK_MESSAGE(has(kernels, "fused route (") == inside, kernels);
+    if (decode && !inside) CHECK_MESSAGE(has(kernels, "moe_route_f32"), kernels);
+    if (s.bias) CHECK_MESSAGE(has(kernels, "router.bias  (fused into router)") == decode, kernels);
   }
 }
 

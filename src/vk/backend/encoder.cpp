@@ -75,16 +75,20 @@ void OpEncoder::dispatch_indirect(const ComputePipeline& p, std::initializer_lis
 
 BufferSpan OpEncoder::step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits) {
   GRETA_CHECK(rows > 0 && split_keys > 0 && max_splits > 0, "split groups");
-  // Every layer's decode attention has the same counts: one buffer per distinct shape, written once per step.
+  const StepArgs& args = res_.step_args;
+  const auto slot_span = [&](uint32_t slot) {
+    return BufferSpan{args.device.buffer, args.device.offset + uint64_t(slot) * 12, 12};
+  };
+  // Every layer's decode attention has the same counts: one slot per distinct shape, written once per step.
   for (const StepSplitGroups& g : *res_.step_groups)
-    if (g.rows == rows && g.split_keys == split_keys && g.max_splits == max_splits) return g.args->span();
-  res_.constants->push_back(res_.allocator->create_buffer(12, MemoryUse::upload, "attention split groups"));
-  const Buffer& b = res_.constants->back();
+    if (g.rows == rows && g.split_keys == split_keys && g.max_splits == max_splits) return slot_span(g.slot);
+  const uint32_t slot = uint32_t(res_.step_groups->size());
+  GRETA_CHECK(slot < StepArgs::kSlots, "more than ", StepArgs::kSlots, " decode attention shapes in one plan");
   const uint32_t all[3] = {rows, max_splits, 1};  // valid until the first step writes it
-  std::memcpy(b.mapped(), all, sizeof all);
-  b.flush(0, sizeof all);
-  res_.step_groups->push_back({&b, rows, split_keys, max_splits});
-  return b.span();
+  std::memcpy(static_cast<std::byte*>(args.upload->mapped()) + slot * 12, all, sizeof all);
+  args.upload->flush(slot * 12, sizeof all);
+  res_.step_groups->push_back({slot, rows, split_keys, max_splits});
+  return slot_span(slot);
 }
 
 uint32_t OpEncoder::groups_for(uint64_t items, uint32_t local) const {
@@ -184,7 +188,30 @@ void OpEncoder::q8_prefetch(const Q8Source& src) {
   q8_fence_ = recorder_->barrier_count();
 }
 
+OpEncoder::Q8PairTarget OpEncoder::q8_pair_target(const Q8Source& src) {
+  GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input >= 2, "int8 GLU rows of ", src.rows,
+              " x ", src.cols);
+  const uint64_t blocks = uint64_t(src.rows) * uint64_t(src.cols) / 32;
+  // The second of the pair in the same stage takes what the first set up; anything else starts a new copy.
+  const bool second = pair_of_ == src && pair_write_fence_ == recorder_->barrier_count() && !pair_read_fence_;
+  if (!second) {
+    if (pair_read_fence_ && *pair_read_fence_ == recorder_->barrier_count()) barrier();  // a reader may still run
+    if (pair_span_.size < blocks * 36) pair_span_ = scratch_buffer(blocks * 36, "int8 GLU made by gate and up");
+    if (pair_counters_.size < blocks * 4) pair_counters_ = zeroed_buffer(blocks * 4, "gate and up block counters");
+    pair_of_ = src;
+    pair_write_fence_ = recorder_->barrier_count();
+    pair_read_fence_.reset();
+  }
+  pair_writing_ = true;
+  return {{pair_span_.buffer, pair_span_.offset, blocks * 36}, {pair_counters_.buffer, pair_counters_.offset, blocks * 4}};
+}
+
 BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
+  if (pair_of_ == src) {  // made by a gate and up pair (q8_pair_target)
+    if (pair_write_fence_ == recorder_->barrier_count()) barrier();
+    pair_read_fence_ = recorder_->barrier_count();
+    return {pair_span_.buffer, pair_span_.offset, uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36};
+  }
   if (q8_of_ == src) {
     if (q8_fence_ && *q8_fence_ == recorder_->barrier_count()) barrier();  // a prefetched copy, still unordered
     q8_fence_.reset();
@@ -238,6 +265,8 @@ void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
   if (groups_of_ && written(groups_of_->experts)) groups_of_.reset();
   if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
   if (q8_pending_) q8_of_ = std::exchange(q8_pending_, std::nullopt);  // made by the op just recorded
+  if (pair_writing_) pair_writing_ = false;  // one of the pair: its gate or up write is what the copy is made of
+  else if (pair_of_ && (written(pair_of_->x) || written(pair_of_->up))) pair_of_.reset();
 }
 
 }  // namespace greta::vk

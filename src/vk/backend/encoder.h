@@ -55,10 +55,18 @@ struct Q8Source {
 };
 
 // Workgroup counts that the backend writes before each step (OpEncoder::step_split_groups): decode attention runs
-// {rows, splits holding keys of the step's largest position, 1} instead of every split of the context.
+// {rows, splits holding keys of the step's largest position, 1} instead of every split of the context. Each shape
+// has a slot of 3 uint32 in the plan's split-argument buffers (StepArgs).
 struct StepSplitGroups {
-  const Buffer* args;  // host-visible, 3 uint32
-  uint32_t rows, split_keys, max_splits;
+  uint32_t slot, rows, split_keys, max_splits;
+};
+// The plan's indirect-dispatch arguments: the host writes `upload` (mapped) before each step, and every recording
+// first copies it into `device`, which the dispatches read (as the step inputs: kernels read device memory, not the
+// host's over the bus, which cost a bus round trip per dependent read, every layer).
+struct StepArgs {
+  static constexpr uint32_t kSlots = 16;  // distinct decode attention shapes per plan
+  Buffer* upload = nullptr;
+  BufferSpan device{};
 };
 
 // How prefill matmuls pick their tile (op_matmul.cpp): forced > GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE > tuned
@@ -84,6 +92,7 @@ public:
     bool q8_matvec;      // decode matvecs of quantized weights may take int8 activations (matvec_q8_<type>)
     const MatmulTuning* tuning;  // prefill matmul tiles
     std::vector<StepSplitGroups>* step_groups;  // written by the backend before each step
+    StepArgs step_args;                         // where they are written
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
 
@@ -161,6 +170,15 @@ public:
   // copy), for a matvec a few ops later (a MoE layer's gate and up, whose router runs meanwhile). The q8_copy that
   // takes it puts a barrier first if none was recorded since.
   void q8_prefetch(const Q8Source& source);
+  // Where a decode MoE layer's gate and up projections write the int8 input of its down projection, `source` (the
+  // GLU of their outputs), which they make themselves (matvec_block.comp's GLU_OUT), and their per-block counters:
+  // a second int8 buffer, as they read the first. Both of the pair get the same spans; q8_copy(source) then returns
+  // it without a dispatch (after a barrier) until a write to the gate or up buffer by another op.
+  struct Q8PairTarget {
+    BufferSpan q8, counters;
+  };
+  Q8PairTarget q8_pair_target(const Q8Source& source);
+  bool q8_pair_holds(const Q8Source& source) const { return pair_of_ == source; }
   // Where an op that makes `source` as int8 itself (decode attention's Q8_OUT) writes it: q8_copy(source) then returns
   // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
   BufferSpan q8_target(const Q8Source& source);
@@ -182,6 +200,13 @@ private:
   std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
   std::optional<uint64_t> q8_fence_;    // q8_prefetch: the recorder's barrier count when it was recorded
   BufferSpan q8_span_{};
+  // q8_pair_target: what pair_span_ holds, the barrier count when the pair was recorded and when a reader last took it;
+  // pair_writing_: the op being recorded is one of the pair (its writes of gate or up do not invalidate the copy).
+  std::optional<Q8Source> pair_of_;
+  uint64_t pair_write_fence_ = 0;
+  std::optional<uint64_t> pair_read_fence_;
+  bool pair_writing_ = false;
+  BufferSpan pair_span_{}, pair_counters_{};
   BufferSpan partials_span_{};  // gemm_partials
   struct GroupsKey {
     engine::BufferId experts;
@@ -213,6 +238,7 @@ struct MatmulArgs {
   std::optional<engine::RmsNormOp> norm;   // input = rmsnorm(norm.in rows from norm.in_row_offset) * norm.weight
   std::optional<engine::GluOp> swiglu;  // input = act(swiglu.gate) * swiglu.up (SiLU or gpt-oss's clamped SwiGLU)
   std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
+  std::optional<engine::MoeRouteOp> route;  // a MoE router's matvec: the route over its product (route.logits == out)
 };
 
 // RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
@@ -255,13 +281,29 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op);  // every GluKind (glu.c
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).
 void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);
+// Fails (naming the limit) unless the Vulkan kernels can route `op`: k, the expert count, the buffer types.
+void check_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);
+// The gating rule as describe_kernels shows it ("softmax, top-k, normalized").
+std::string moe_route_note(const engine::MoeRouteOp& op);
 // The input an expert matmul may make itself (decode fusions, fusion.h): rmsnorm(norm.in) * norm.weight for the
 // gate and up projections, silu(gate) * up for the down projection. Only where moe_matvec_takes_input(op) holds.
+// With `glu_pair` (gate and up projections of one decode step that read the same rows, and the down projection
+// reading the GLU of their outputs): the pair makes the down projection's int8 input as well (GLU_OUT), when
+// moe_glu_pair_usable holds; `is_up` says which of the two this op is.
+struct MoeGluPair {
+  engine::MoeMatMulOp gate, up, down;
+  engine::GluOp glu;
+  bool is_up = false;
+};
 struct MoeFusedInput {
   std::optional<engine::RmsNormOp> norm;
   std::optional<engine::GluOp> swiglu;
+  std::optional<MoeGluPair> glu_pair;
 };
 void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused = nullptr);
+// Whether the pair's gate and up dispatches can make the down projection's int8 input (all three on the int8
+// block-wise kernels, blocks of 32 rows whole in each workgroup's rows): the same answer for both of the pair.
+bool moe_glu_pair_usable(OpEncoder& e, const MoeGluPair& pair);
 // Whether encode_moe_matmul takes `op` (a decode step: quantized experts in one buffer, rows a multiple of 32) on the
 // block-wise matvec kernels, which can make a fused input.
 bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weight_type, size_t weight_chunks);

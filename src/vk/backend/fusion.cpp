@@ -83,7 +83,9 @@ public:
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseResidual)) fuse_residual(i);
       if (std::holds_alternative<engine::MatMulOp>(op) && (fusions_ & kFuseBias)) fuse_bias(i);
       if (std::holds_alternative<engine::MoeCombineOp>(op) && (fusions_ & kFuseResidual)) fuse_combine_residual(i);
+      if (std::holds_alternative<engine::MoeRouteOp>(op) && (fusions_ & kFuseRoute)) fuse_route(i);
     }
+    if (fusions_ & kFuseSwiglu) pair_glu_outputs();
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
       if (r.kind == OpRecord::Kind::moe_matmul) {
         const MoeFusedInput& m = *r.moe;
@@ -100,6 +102,7 @@ public:
       else r.reads = {a.op.in};
       if (a.accumulate) r.reads.push_back(a.op.out);
       r.writes = {a.op.out};
+      if (a.route) r.writes.insert(r.writes.end(), {a.route->experts, a.route->weights});
     }
     return std::move(records_);
   }
@@ -320,6 +323,59 @@ private:
     absorb(i + 1, i);
   }
 
+  // A decode MoE layer's gate and up projections (both making their normalized input themselves) whose GLU the down
+  // projection makes itself: the pair may make the down projection's int8 input too (MoeGluPair; the encoder decides
+  // with moe_glu_pair_usable). Only absorbed ops may lie between the pair and the down projection.
+  void pair_glu_outputs() {
+    for (size_t d = range_.begin; d < range_.end; ++d) {
+      const OpRecord& down = rec(d);
+      if (down.kind != OpRecord::Kind::moe_matmul || !down.moe->swiglu) continue;
+      const engine::GluOp& glu = *down.moe->swiglu;
+      std::optional<size_t> gate, up;
+      size_t j = d;
+      while (j > range_.begin && (!gate || !up)) {
+        --j;
+        const OpRecord& r = rec(j);
+        if (r.kind == OpRecord::Kind::absorbed) continue;
+        const auto* mm = std::get_if<engine::MoeMatMulOp>(&plan_.ops[j].op);
+        if (!mm || r.kind != OpRecord::Kind::moe_matmul || !r.moe->norm || r.moe->glu_pair) break;
+        if (mm->out == glu.gate && !gate) gate = j;
+        else if (mm->out == glu.up && !up) up = j;
+        else break;
+      }
+      if (!gate || !up) continue;
+      MoeGluPair pair{std::get<engine::MoeMatMulOp>(plan_.ops[*gate].op), std::get<engine::MoeMatMulOp>(plan_.ops[*up].op),
+                      std::get<engine::MoeMatMulOp>(plan_.ops[d].op), glu, false};
+      rec(*gate).moe->glu_pair = pair;
+      pair.is_up = true;
+      rec(*up).moe->glu_pair = pair;
+    }
+  }
+
+  // A decode step's MoE route over the logits of the router matvec recorded just before it (the ops between, if any,
+  // absorbed into that matvec: gpt-oss's router bias): the matvec routes too, in its last workgroup (matvec.comp's
+  // ROUTE), and the route's own stage between two barriers goes.
+  void fuse_route(size_t i) {
+    const auto& route = std::get<engine::MoeRouteOp>(plan_.ops[i].op);
+    if (route.n_tokens > kDecodeMaxTokens || i == range_.begin) return;
+    size_t j = i - 1;
+    while (j > range_.begin && rec(j).kind == OpRecord::Kind::absorbed) --j;
+    OpRecord& r = rec(j);
+    if (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) return;
+    if (!std::holds_alternative<engine::MatMulOp>(plan_.ops[j].op)) return;
+    const engine::MatMulOp& mm = r.matmul.op;
+    if (mm.out != route.logits || r.matmul.accumulate || r.matmul.route || mm.n_tokens != route.n_tokens ||
+        mm.out_features != route.n_experts || !matmul_uses_matvec(matmul_, mm))
+      return;
+    for (size_t k = j + 1; k < i; ++k)
+      if (rec(k).kind != OpRecord::Kind::absorbed || rec(k).into != j) return;  // only ops folded into the router
+    for (BufferId b : {route.experts, route.weights})
+      if (b == mm.in || b == mm.out || (r.matmul.norm && b == r.matmul.norm->in)) return;
+    r.kind = OpRecord::Kind::matmul;
+    r.matmul.route = route;
+    absorb(i, j);
+  }
+
   const Plan& plan_;
   OpRange range_;
   unsigned fusions_;
@@ -346,7 +402,8 @@ unsigned fusions_from_env(unsigned chosen) {
     else if (name == "norm") bits |= kFuseNorm;
     else if (name == "rope_kv") bits |= kFuseRopeKv;
     else if (name == "swiglu") bits |= kFuseSwiglu;
-    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias");
+    else if (name == "route") bits |= kFuseRoute;
+    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, route");
     at = comma + 1;
   }
   return bits;

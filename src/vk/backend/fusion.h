@@ -24,6 +24,7 @@
 //   combine that adds into the residual stream also makes the next layer's int8 input (quantize_q8_combine)
 //   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
 //             with the residual fusion also + the residual add after it -> y += W x + b
+//   route     a MoE router's decode matvec + the route over its logits -> the matvec's last workgroup routes
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
 // and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans
@@ -46,10 +47,11 @@ enum FusionBits : unsigned {
   kFuseRopeKv = 4u,
   kFuseSwiglu = 8u,
   kFuseBias = 16u,
-  kFuseAll = 31u,
+  kFuseRoute = 32u,
+  kFuseAll = 63u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias) overrides `chosen` when set.
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route) overrides `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 
 // How one op of the range is recorded.

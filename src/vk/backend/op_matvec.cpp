@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <tuple>
 
 #include "core/error.h"
@@ -33,6 +34,16 @@ namespace {
 constexpr int64_t kMatvecMaxTokens = 8;
 
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2, kInSwigluOai = 3 };  // matvec*.comp's INPUT
+
+// matvec.comp's ROUTE variants (shaders.cmake): the router types that route in their last workgroup.
+std::optional<ShaderId> route_shader(model::GgmlType type) {
+  switch (type) {
+    case model::GgmlType::F32: return ShaderId::matvec_route_f32;
+    case model::GgmlType::F16: return ShaderId::matvec_route_f16;
+    case model::GgmlType::BF16: return ShaderId::matvec_route_bf16;
+    default: return std::nullopt;
+  }
+}
 
 }  // namespace
 
@@ -99,10 +110,22 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   const std::optional<Q8Source> q8_src = matvec_q8_input(e, args);
   const bool q8 = q8_src.has_value();
   const bool block = has_weight_shader(WeightKernel::matvec_block, w.type) && op.in_features % 32 == 0;
-  const ShaderId id = weight_shader(q8      ? WeightKernel::matvec_q8
-                                    : block ? WeightKernel::matvec_block
-                                            : WeightKernel::matvec,
-                                    w.type);
+  // A router with its route: in the matvec's last workgroup where the weight is a float matrix in one buffer (ROUTE),
+  // else as its own dispatch after this one.
+  const engine::MoeRouteOp* route = args.route ? &*args.route : nullptr;
+  if (route) {
+    check_moe_route(e, *route);
+    GRETA_CHECK(route->logits == op.out && route->n_experts == op.out_features && route->n_tokens == op.n_tokens &&
+                    !args.accumulate,
+                "route fused into ", w.name);
+  }
+  const std::optional<ShaderId> route_id = route_shader(w.type);
+  const bool route_inside = route && !q8 && !block && route_id && w.matrix.chunk_count() == 1;
+  const ShaderId id = route_inside ? *route_id
+                                   : weight_shader(q8      ? WeightKernel::matvec_q8
+                                                   : block ? WeightKernel::matvec_block
+                                                           : WeightKernel::matvec,
+                                                   w.type);
   e.note_variant(shader_blob(id).name);  // first, before the quantizer's name
   if (q8) {
     x = aux = e.q8_copy(*q8_src);
@@ -128,21 +151,41 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     GRETA_CHECK(b.rows == 1 && b.cols == op.out_features, b.name, ": bias of ", b.cols, " for ", op.out_features, " rows");
     bias = b.vector.span();
   }
+  std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
+                                    {5, args.bias.has_value()}};
+  if (q8 || block) spec.push_back({4, tokens_per_group});
+  if (input == kInSwigluOai) append_glu_constants(spec, *args.swiglu);
+  if (route_inside) spec.push_back({8, route->gating == engine::MoeGating::SoftmaxTopK ? 0u : 1u});
+  const auto& p = e.pipeline(id, spec);
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const struct {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
-    } push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),
-           to_u32(op.in_features, "in features"), to_u32(w.chunk_first_row(c), "row"),
-           to_u32(op.out_features, "out features"), x_row0, eps};
-    std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
-                                      {5, args.bias.has_value()}};
-    if (q8 || block) spec.push_back({4, tokens_per_group});
-    if (input == kInSwigluOai) append_glu_constants(spec, *args.swiglu);
-    const auto& p = e.pipeline(id, spec);
+      uint32_t route_k, route_normalize;  // ROUTE only (the other variants' push block ends before them)
+    } push{to_u32(int64_t(w.row_bytes), "row bytes"),
+           to_u32(w.chunk_rows(c), "rows"),
+           to_u32(op.in_features, "in features"),
+           to_u32(w.chunk_first_row(c), "row"),
+           to_u32(op.out_features, "out features"),
+           x_row0,
+           eps,
+           route ? to_u32(route->k, "k") : 0u,
+           route && route->normalize ? 1u : 0u};
+    const auto bytes = as_push(push);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
-    e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, as_push(push),
-               {std::min(row_groups, e.info().max_workgroup_count[0]), to_u32(op.n_tokens, "tokens") / tokens_per_group, 1});
+    const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]),
+                                         to_u32(op.n_tokens, "tokens") / tokens_per_group, 1};
+    if (route_inside)
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, e.buffer(route->experts), e.buffer(route->weights),
+                     e.zeroed_buffer(4, "route counter")},
+                 bytes, groups);
+    else
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 8), groups);
+  }
+  if (route_inside) e.note_variant(cat("fused route (", moe_route_note(*route), ")"));
+  if (route && !route_inside) {
+    e.barrier();
+    encode_moe_route(e, *route);
   }
   if (args.bias) e.note_variant("fused bias");
   if (tokens_per_group > 1) e.note_variant(cat(tokens_per_group, " tokens per workgroup"));

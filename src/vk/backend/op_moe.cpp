@@ -75,24 +75,32 @@ const MoeVariants& moe_variants(model::GgmlType type) {
 
 }  // namespace
 
-void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op) {
+void check_moe_route(OpEncoder& e, const engine::MoeRouteOp& op) {
   if (op.k < 1 || op.k > std::min(op.n_experts, kMoeMaxK))
     fail("vk: moe_route picks ", op.k, " of ", op.n_experts, " experts (at most ", kMoeMaxK, ")");
+  if (op.n_experts > kMoeMaxExperts) fail("vk: moe_route over ", op.n_experts, " experts (at most ", kMoeMaxExperts, ")");
   e.require_f32(op.logits, "moe_route logits");
   e.require_f32(op.weights, "moe_route weights");
   GRETA_CHECK(e.buffer_type(op.experts) == engine::ElemType::I32, "moe_route experts buffer is not i32");
   to_u32(op.n_tokens * op.n_experts, "router logits");
+}
+
+std::string moe_route_note(const engine::MoeRouteOp& op) {
+  return cat(op.gating == engine::MoeGating::SoftmaxTopK ? "softmax, top-k" : "top-k, softmax",
+             op.normalize ? ", normalized" : "");
+}
+
+void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op) {
+  check_moe_route(e, op);
   const struct { uint32_t n_tokens, n_experts, k, normalize; } push{
       to_u32(op.n_tokens, "tokens"), to_u32(op.n_experts, "experts"), to_u32(op.k, "k"), op.normalize ? 1u : 0u};
-  if (op.n_experts > kMoeMaxExperts) fail("vk: moe_route over ", op.n_experts, " experts (at most ", kMoeMaxExperts, ")");
   const bool softmax_first = op.gating == engine::MoeGating::SoftmaxTopK;
   // One workgroup per token; 128 invocations: each ranks one expert of 128.
   const uint32_t local = std::max<uint32_t>(128, e.info().subgroup_size);
   const auto& p = e.pipeline(ShaderId::moe_route_f32, {{0, local}, {1, softmax_first ? 0u : 1u}});
   e.dispatch(p, {e.buffer(op.logits), e.buffer(op.experts), e.buffer(op.weights)}, as_push(push),
              {std::min(push.n_tokens, e.info().max_workgroup_count[0]), 1, 1});
-  e.note_variant(cat("moe_route_f32 (", softmax_first ? "softmax, top-k" : "top-k, softmax",
-                     op.normalize ? ", normalized)" : ")"));
+  e.note_variant(cat("moe_route_f32 (", moe_route_note(op), ")"));
 }
 
 bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weight_type, size_t weight_chunks) {
@@ -100,12 +108,31 @@ bool moe_matvec_takes_input(const engine::MoeMatMulOp& op, model::GgmlType weigh
   return v.block.has_value() && weight_chunks == 1 && op.in_features % 32 == 0 && op.n_tokens <= kMoeMatvecMaxTokens;
 }
 
-std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
+namespace {
+
+// The expert matvec takes int8 activations (moe_matvec_q8_<type>).
+bool moe_q8_capable(OpEncoder& e, const engine::MoeMatMulOp& op) {
   const DeviceWeight& w = e.weight(op.weight);
   const MoeVariants& v = moe_variants(w.type);
-  if (!moe_matvec_takes_input(op, w.type, w.matrix.chunk_count()) || !v.q8 || !e.q8_matvec() ||
-      !shader_available(*v.q8))
-    return std::nullopt;
+  return moe_matvec_takes_input(op, w.type, w.matrix.chunk_count()) && v.q8 && e.q8_matvec() && shader_available(*v.q8);
+}
+
+// The block-wise expert matvec's workgroup: invocations, rows. An expert's rows are short (768 columns in
+// Qwen3-30B-A3B), so one subgroup of 32 (or the device's subgroup) takes 4 rows: no reduction across subgroups, and
+// with the gate and up pair making the down projection's input (GLU_OUT) half the row groups of 2 rows counting
+// themselves per block. H200 tg128 (t/s) by workgroup x rows, Qwen3-30B-A3B-shaped Q4_K_M / gpt-oss-20b-shaped
+// MXFP4, with GLU_OUT: 64x2 272.4 / 352.7, 32x4 281.5 / 365.0, 32x8 268.7 / 347.4, 32x2 274.7 / 340.1, 32x1 245.7 /
+// 290.8, 64x4 252.0, 128x2 254.9 (before GLU_OUT, 64x2 and 32x4 were level: 227 / 240 and 229 / 239).
+// GRETA_VK_MOE_MATVEC=WGxROWS for measurements.
+std::pair<uint32_t, uint32_t> moe_matvec_shape(const OpEncoder& e) {
+  if (const auto shape = matvec_shape_from_env("GRETA_VK_MOE_MATVEC", e.info())) return *shape;
+  return {std::max<uint32_t>(32, e.info().subgroup_size), 4};
+}
+
+}  // namespace
+
+std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
+  if (!moe_q8_capable(e, op)) return std::nullopt;
   const int64_t slots = op.n_tokens * op.k;
   Q8Source src{.x = op.in, .rows = op.per_slot_input ? slots : op.n_tokens, .cols = op.in_features};
   if (fused && fused->norm) {
@@ -116,6 +143,18 @@ std::optional<Q8Source> moe_q8_input(OpEncoder& e, const engine::MoeMatMulOp& op
     src.input = fused_glu_input(g), src.x = g.gate, src.up = g.up, src.alpha = g.alpha, src.limit = g.limit;
   }
   return src;
+}
+
+bool moe_glu_pair_usable(OpEncoder& e, const MoeGluPair& pair) {
+  const engine::MoeMatMulOp &gate = pair.gate, &up = pair.up, &down = pair.down;
+  const engine::GluOp& glu = pair.glu;
+  const int64_t rows = gate.out_features, slots = gate.n_tokens * gate.k;
+  return (glu.kind == engine::GluKind::SiLU || glu.kind == engine::GluKind::SwiGluOai) && glu.gate == gate.out &&
+         glu.up == up.out && glu.out == down.in && glu.elems == slots * rows && up.out_features == rows &&
+         up.n_tokens == gate.n_tokens && up.k == gate.k && up.experts == gate.experts && down.experts == gate.experts &&
+         down.n_tokens == gate.n_tokens && down.k == gate.k && down.per_slot_input && down.in_features == rows &&
+         !gate.per_slot_input && !up.per_slot_input && rows % 32 == 0 && 32 % moe_matvec_shape(e).second == 0 &&
+         moe_q8_capable(e, gate) && moe_q8_capable(e, up) && moe_q8_capable(e, down);
 }
 
 void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFusedInput* fused) {
@@ -177,26 +216,38 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
                   "swiglu fused into ", w.name);
       input = fused_glu_input(*swiglu), xin = e.buffer(swiglu->gate), aux = e.buffer(swiglu->up);
     }
+    const bool made_by_pair = q8 && e.q8_pair_holds(*q8_src);
     if (q8) {
       xin = aux = e.q8_copy(*q8_src);
-      input = 0, x_row0 = 0;  // the quantizer made the input rows
+      input = 0, x_row0 = 0;  // the quantizer (or a gate and up pair) made the input rows
     }
     if (input == 1) e.note_variant("fused rmsnorm input");
     if (input == 2) e.note_variant("fused swiglu input");
     if (input == 3) e.note_variant("fused clamped swiglu input");
     if (q8 && norm) e.note_variant("fused rmsnorm input (quantize_q8)");
     if (q8 && swiglu)
-      e.note_variant(swiglu->kind == engine::GluKind::SiLU ? "fused swiglu input (quantize_q8)"
-                                                           : "fused clamped swiglu input (quantize_q8)");
-    // 2 rows per workgroup of 64 (or the subgroup size): an expert's rows are short (768 columns in Qwen3-30B-A3B),
-    // so 128 invocations left many idle. H200 tg128 (t/s) by workgroup x rows, Qwen3-30B-A3B-shaped Q4_K_M /
-    // gpt-oss-20b-shaped MXFP4: 128x2 216 / 240, 64x2 227 / 240, 32x4 229 / 239, 64x4 222 / 239, 256x2 182 / 229.
-    // GRETA_VK_MOE_MATVEC=WGxROWS for measurements.
-    uint32_t local = std::max<uint32_t>(64, e.info().subgroup_size), rows_per_group = 2;
-    if (const auto shape = matvec_shape_from_env("GRETA_VK_MOE_MATVEC", e.info()))
-      std::tie(local, rows_per_group) = *shape;
+      e.note_variant(cat(swiglu->kind == engine::GluKind::SiLU ? "fused swiglu input" : "fused clamped swiglu input",
+                         made_by_pair ? " (int8, made by the gate and up projections)" : " (quantize_q8)"));
+    const auto [local, rows_per_group] = moe_matvec_shape(e);
     std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, 0u}, {3, input}, {4, 1u}};
     if (input == 3) append_glu_constants(spec, *swiglu);
+    // The gate or up projection of a pair that makes the down projection's int8 input (GLU_OUT).
+    const MoeGluPair* pair = q8 && fused && fused->glu_pair && moe_glu_pair_usable(e, *fused->glu_pair)
+                                 ? &*fused->glu_pair
+                                 : nullptr;
+    BufferSpan pair_out = out, counters = out, glu_q8 = out;  // stand-ins: every declared binding is bound
+    if (pair) {
+      const MoeFusedInput down_input{.swiglu = pair->glu};
+      const std::optional<Q8Source> down_src = moe_q8_input(e, pair->down, &down_input);
+      GRETA_CHECK(down_src.has_value(), w.name, ": the down projection of a GLU pair takes no int8 input");
+      const OpEncoder::Q8PairTarget target = e.q8_pair_target(*down_src);
+      pair_out = e.buffer(pair->is_up ? pair->gate.out : pair->up.out);
+      counters = target.counters, glu_q8 = target.q8;
+      spec.push_back({8, fused_glu_input(pair->glu)});
+      spec.push_back({9, pair->is_up ? 1u : 0u});
+      if (pair->glu.kind == engine::GluKind::SwiGluOai) append_glu_constants(spec, pair->glu);
+      e.note_variant("makes the down projection's int8 input (the GLU of gate and up; the last workgroup of a block)");
+    }
     const auto& p = e.pipeline(id, spec);
     const struct {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
@@ -206,8 +257,12 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
            to_u32(op.in_features, "in features"), 0u, to_u32(op.out_features, "out features"), x_row0, eps,
            to_u32(op.k, "k"), op.per_slot_input ? 1u : 0u, op.bias != engine::kNoWeight ? 1u : 0u};
     const uint32_t row_groups = to_u32((op.out_features + rows_per_group - 1) / rows_per_group, "row groups");
-    e.dispatch(p, {w.matrix.chunk(0).span(), xin, out, aux, experts, bias}, as_push(push),
-               {std::min(row_groups, e.info().max_workgroup_count[0]), uint32_t(slots), 1});
+    const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]), uint32_t(slots), 1};
+    if (q8)
+      e.dispatch(p, {w.matrix.chunk(0).span(), xin, out, aux, experts, bias, pair_out, counters, glu_q8},
+                 as_push(push), groups);
+    else
+      e.dispatch(p, {w.matrix.chunk(0).span(), xin, out, aux, experts, bias}, as_push(push), groups);
     e.note_variant(cat(slots, " slots"));
     return;
   }

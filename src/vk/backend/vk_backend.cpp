@@ -45,8 +45,17 @@ public:
   std::vector<Buffer> owned;                         // scratch, step-input and logits buffers
   std::vector<std::shared_ptr<Buffer>> persistent;   // the KV cache (shared with other plans of the model)
   std::vector<BufferSpan> spans;                     // by BufferId
-  // The step-input buffers (host-visible; engine::is_step_input roles), written from the StepInput before each step.
-  std::vector<std::pair<BufferId, const Buffer*>> step_inputs;
+  // The step inputs (engine::is_step_input roles): written from the StepInput into the mapped `upload` buffer before
+  // each step, then copied by the recording's first commands into `device`, which the kernels read. Read straight
+  // from host memory, each dependent read of a position or a page (rope, KV writes, attention, every layer) waited
+  // a bus round trip on a discrete GPU; on unified memory the copy costs a few hundred bytes and a barrier a step.
+  struct StepInputBuffers {
+    BufferId id;
+    Buffer* upload;
+    BufferSpan device;
+  };
+  std::vector<StepInputBuffers> step_inputs;
+  std::optional<Buffer> step_args_upload, step_args_device;  // StepArgs (decode attention's indirect dispatches)
   std::deque<Buffer> constants;                      // made while encoding (rope frequencies, scratch)
   std::vector<StepSplitGroups> step_groups;          // indirect dispatch sizes written before each step
   std::vector<std::string> variants;                 // by op index: the kernels the op uses
@@ -88,7 +97,7 @@ public:
     }
     // H100, 7B Q4_0 tg128: int8 activations 281 tok/s without the swiglu fusion, 288 with it; f32 239 / 229.
     const unsigned default_fusions =
-        int8_activations() ? kFuseAll : kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseBias;
+        int8_activations() ? kFuseAll : kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseBias | kFuseRoute;
     options_.fusions = fusions_from_env(options.fusions.value_or(default_fusions));
     const DeviceInfo& info = context_->info();
     device_key_ = make_device_key(info.vendor_id, info.device_id, info.driver_version, info.pipeline_cache_uuid,
@@ -244,7 +253,7 @@ public:
     p->spans.resize(plan.buffers.size());
     p->variants.resize(plan.ops.size());
     p->tuning = MatmulTuning{forced_matmul_, &tuned_};
-    p->owned.reserve(plan.buffers.size());
+    p->owned.reserve(2 * plan.buffers.size());  // a step input has two (mirror_step_inputs); pointers must not move
     const uint64_t max_range = context_->max_binding_range();
     // Persistent buffers made (all zeros) or grown (old contents, then zeros) by this plan: one recording does both.
     std::vector<BufferSpan> fresh_persistent;
@@ -280,9 +289,16 @@ public:
       p->spans[i] = p->owned.back().span();
       if (step_input) {
         GRETA_CHECK(b.type == engine::ElemType::I32, "step input ", b.name, " is not I32");
-        p->step_inputs.emplace_back(BufferId(i), &p->owned.back());
+        Buffer* upload = &p->owned.back();
+        p->owned.push_back(allocator_->create_buffer(bytes, MemoryUse::device, b.name + " (device copy)"));
+        p->spans[i] = p->owned.back().span();
+        p->step_inputs.push_back({BufferId(i), upload, p->spans[i]});
       }
     }
+    constexpr uint64_t kStepArgBytes = StepArgs::kSlots * 12;
+    p->step_args_upload.emplace(allocator_->create_buffer(kStepArgBytes, MemoryUse::upload, "attention split groups"));
+    p->step_args_device.emplace(
+        allocator_->create_buffer(kStepArgBytes, MemoryUse::device, "attention split groups (device copy)"));
     if (plan.logits != engine::kNoBuffer)
       p->logits_readback.emplace(allocator_->create_buffer(
           std::max<uint64_t>(uint64_t(plan.buffers[size_t(plan.logits)].elems) * 4, 4), MemoryUse::readback,
@@ -309,7 +325,7 @@ public:
   void execute(engine::PreparedPlan& prepared, const engine::StepInput& step, engine::OpRange range) override {
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const engine::Plan& plan = p.plan();
-    for (const auto& [id, buffer] : p.step_inputs) {
+    for (const auto& [id, upload, device] : p.step_inputs) {
       const engine::BufferDecl& b = plan.buffers[size_t(id)];
       const std::span<const int32_t> values = step.for_role(b.role);
       GRETA_CHECK(int64_t(values.size()) == b.elems, "step input ", b.name, " has ", values.size(), " values, plan ",
@@ -319,10 +335,10 @@ public:
     if (range.begin == range.end) return;
 
     RecordedSequence& seq = sequence(p, range, profiling_);  // records on first use (registers step_groups)
-    for (const auto& [id, buffer] : p.step_inputs) {
+    for (const auto& [id, upload, device] : p.step_inputs) {
       const std::span<const int32_t> values = step.for_role(plan.buffers[size_t(id)].role);
-      std::memcpy(buffer->mapped(), values.data(), values.size_bytes());
-      buffer->flush(0, values.size_bytes());
+      std::memcpy(upload->mapped(), values.data(), values.size_bytes());
+      upload->flush(0, values.size_bytes());
     }
     // Decode attention runs the key splits that hold keys of the step's longest sequence (OpEncoder::
     // step_split_groups); the positions are engine-checked, so max_len() is within every plan's context.
@@ -330,8 +346,8 @@ public:
     for (const StepSplitGroups& g : p.step_groups) {
       const uint32_t used = uint32_t(std::min<uint64_t>(g.max_splits, (last_pos + g.split_keys) / g.split_keys));
       const uint32_t groups[3] = {g.rows, used, 1};
-      std::memcpy(g.args->mapped(), groups, sizeof groups);
-      g.args->flush(0, sizeof groups);
+      std::memcpy(static_cast<std::byte*>(p.step_args_upload->mapped()) + g.slot * 12, groups, sizeof groups);
+      p.step_args_upload->flush(g.slot * 12, sizeof groups);
     }
 
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -437,7 +453,8 @@ private:
                                          transfer_.get(),   &weights_,        &p.spans,
                                          &p.plan().buffers, &p.constants,     options_.matmul,
                                          f16_attention_,    int8_activations(), &p.tuning,
-                                         &p.step_groups};
+                                         &p.step_groups,
+                                         StepArgs{&*p.step_args_upload, p.step_args_device->span()}};
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.
@@ -448,6 +465,10 @@ private:
     const std::vector<OpRecord> records =
         plan_records(p.plan(), range, *options_.fusions, options_.matmul, moe_takes_input);
     slot->record([&](Recorder& r) {
+      // The step's inputs and indirect-dispatch sizes into device memory first (VkPlan::step_inputs).
+      for (const auto& [id, upload, device] : p.step_inputs) r.copy(upload->span(), device, "step inputs to the device");
+      r.copy(p.step_args_upload->span(), p.step_args_device->span(), "step inputs to the device");
+      r.barrier(/*indirect_arguments=*/true);
       OpEncoder e(r, resources);
       // Barriers only where an op depends on one since the last barrier (read-after-write, write-after-read,
       // write-after-write on a plan buffer): independent ops (Q, K and V projections, gate and up, the K and V
@@ -485,7 +506,7 @@ private:
           if (next && moe_combine_makes(*rec.combine, *next)) encode_moe_combine_q8(e, *rec.combine, *next);
           else encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
-          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias) encode_matvec(e, rec.matmul);
+          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias || rec.matmul.route) encode_matvec(e, rec.matmul);
           else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
         } else {
           std::visit(
