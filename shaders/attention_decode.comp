@@ -3,24 +3,30 @@
 // contract and partial-result layout as attention.comp's split mode (attention_combine.comp merges the splits), for
 // head dims that are multiples of 4 and at most 16 * the subgroup size (and 256 for V).
 //
-// Layout of the work: workgroup (x, y) = (token t * n_heads + query head h, split y) takes keys
-// [y * split_keys, min((y + 1) * split_keys, positions[t] + 1)) of KV head g = h / (n_heads / n_kv_heads), of the
-// token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] * pages_per_seq + j / page_size] *
-// page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or f16 with CACHE_F16 (read as
-// two 32-bit words per 4 halves, computed in f32), or Q8_0 with CACHE_Q8 (dequantized to f32: CACHE_AT4). Each
-// subgroup walks its own keys (subgroup s of S takes keys s, s + S, ...), KEYS at a time: lane i holds dims
-// 4i .. 4i + 3 (+ 4 * subgroup size * c) of q, scores each key with one vec4 dot product and a subgroupAdd (a whole
-// key row is one coalesced read by the subgroup), and keeps its own online softmax (running max m, denominator l)
-// and the output dims it owns. No barrier inside the key loop: the subgroups meet once at the end, in shared memory,
-// to merge their (m, l, acc) into the split's partial result.
-// Why: attention.comp gives each invocation one key (a subgroup's loads touch a cache line per key) and reduces
-// every block of keys with ~14 workgroup barriers; on the H100 decode attention was ~17 % of a 7B decode step.
-//
-// Sliding window (window > 0): keys j with positions[t] - j < window only. Each subgroup starts at the window's first
-// group of KEYS keys (a split before the window has no keys: m = -inf, l = 0), so keys before the window are not
-// read; keys of that first group before the window are masked like those past the end (scored on a valid key row).
-// Sinks (has_sinks, binding 10: one f32 logit per query head): subgroup 0 of split 0 starts its online softmax at
-// (m, l) = (sinks[h], 1), acc = 0 (a virtual key of value 0), so every merge below counts it exactly once.
+// Layout of the work: workgroup (x, y) = (token t * n_heads / HEADS + head group, split y) takes the HEADS query heads
+// h0 .. h0 + HEADS - 1 (h0 = HEADS * (x % (n_heads / HEADS)); spec constant 4, 1, 2 or 4, dividing n_heads /
+// n_kv_heads, so they share KV head g = h0 / (n_heads / n_kv_heads)) and keys [y * split_keys, min((y + 1) *
+// split_keys, positions[t] + 1)) of the token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] *
+// pages_per_seq + j / page_size] * page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or
+// f16 with CACHE_F16 (read as two 32-bit words per 4 halves, computed in f32), or Q8_0 with CACHE_Q8 (dequantized to
+// f32: CACHE_AT4).
+// A subgroup is cut into key slots of LPK lanes (spec constant 5, a power of two): slot i of subgroup s of S walks
+// keys s * KPS + i, + S * KPS, ... (KPS = subgroup size / LPK slots), and lane l of a slot holds dims 4 (l + c LPK)
+// .. + 3, c < C (spec constant 6, at most 4), of each head's q, of the key and value rows it loads and of its
+// output. A key's score is the lane's vec4 dot products summed over its slot's LPK lanes (log2 LPK shuffles, for all
+// KPS keys of the subgroup at once), and every slot keeps its own online softmax (running max m, denominator l, its
+// output dims) per head: no cross-slot traffic inside the key loop, and the K and V rows a slot loads serve all
+// HEADS heads. The slots merge with shuffles after the loop, the subgroups in shared memory, into the split's
+// partial result.
+// Why: one key per subgroup (each lane 4 dims, a 5-step subgroupAdd per key and head, the K and V rows loaded again
+// for every query head of a KV head) made batched decode attention latency-bound: on the H200, 64 sequences of ~600
+// positions took 12.7 ms per step for the 8B (8 KV heads) and 13.3 for the 7B (32), alike although the 7B reads 4x
+// the bytes (docs/benchmarks.md).
+// Sliding window (window > 0): keys j with positions[t] - j < window only. The slots start at the window's first key
+// (a split before the window has no keys: m = -inf, l = 0), so keys before the window are not read. A slot whose key
+// is past the end scores a valid key row (its lanes take part in the shuffles) and drops it.
+// Sinks (has_sinks, binding 10: one f32 logit per query head): slot 0 of subgroup 0 of split 0 starts its online
+// softmax at (m, l) = (sinks[h], 1), acc = 0 (a virtual key of value 0), so every merge below counts it exactly once.
 //
 // MERGE (spec constant 1): the last workgroup of a row to finish merges the row's splits itself (the formula of
 // attention_combine.comp), so no second dispatch and barrier follow: each workgroup writes its partial, makes it
@@ -33,6 +39,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 // CACHE_AT4(c, i): vec4 i of a cache (elements 4i .. 4i + 3) in f32.
 #if defined(CACHE_Q8)
@@ -68,9 +75,8 @@ layout(binding = 9) readonly buffer Pages { int pages[]; };
 layout(binding = 10) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
-// Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift): a power of
-// two and a multiple of KEYS (the host checks), so the KEYS keys a subgroup scores together (j0 % KEYS == 0: splits
-// and strides are multiples of KEYS) lie on one page and share one page-table lookup.
+// Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift for the page
+// sizes the engine uses, powers of two).
 layout(constant_id = 3) const uint PAGE_SIZE = 32;
 #include "q8_rows.glsl"
 layout(push_constant) uniform Push {
@@ -78,11 +84,15 @@ layout(push_constant) uniform Push {
   uint page_size; uint pages_per_seq; uint window; uint has_sinks;
 } pc;
 
-const uint MAX_C = 4;            // vec4 of q / of the output per lane: head dims up to 16 * the subgroup size
-const uint KEYS = 4;             // keys scored together by a subgroup (independent loads and reductions in flight)
-const uint MAX_SUBGROUPS = 16;   // the host keeps the workgroup within these
+const uint MAX_C = 4;            // vec4 of q / of the output per lane and head
+const uint MAX_HEADS = 4;
+const uint MAX_SUBGROUPS = 16;   // the host keeps subgroups x HEADS within these
 const uint MAX_HEAD_DIM_V = 256;
 const uint MAX_SPLITS = 64;      // MERGE: the host uses it for at most this many splits
+layout(constant_id = 4) const uint HEADS = 1;
+layout(constant_id = 5) const uint LPK = 32;  // lanes per key slot: LPK * C * 4 >= head_dim, head_dim_v
+layout(constant_id = 6) const uint C = 1;
+// Per (subgroup, head): the merged (m, l) and output of its slots.
 shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
 shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
 
@@ -110,9 +120,10 @@ void write_row(uint th, uint t, uint h, vec4 merged) {
     q8[row + g] = q8_pack(merged, m);
     if ((tid & 7u) == 0u) q8[row + q8_scale_word(cols, g)] = q8_scale_bits(m);
   }
+  barrier();  // block_max is reused by the next head
 }
 
-// MERGE: called by every workgroup after writing its partial; the last one of row th merges the row.
+// MERGE: called by every workgroup after writing its partial of row th; the last one to count merges the row.
 void merge_splits(uint th, uint t, uint h) {
   const uint tid = gl_LocalInvocationID.x, n_splits = gl_NumWorkGroups.y, row_floats = pc.head_dim_v + 2;
   memoryBarrierBuffer();  // this workgroup's partial is visible before it is counted
@@ -148,90 +159,29 @@ void merge_splits(uint th, uint t, uint h) {
 // The cache row of key j of the sequence whose page-table row starts at page_base.
 uint cache_row(uint page_base, uint j) { return uint(pages[page_base + j / PAGE_SIZE]) * PAGE_SIZE + j % PAGE_SIZE; }
 
-void main() {
-  const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
-  const uint th = gl_WorkGroupID.x, split = gl_WorkGroupID.y;
-  const uint t = th / pc.n_heads, h = th - t * pc.n_heads, g = h / (pc.n_heads / pc.n_kv_heads);
-  const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
-  const uint len = uint(positions[t]) + 1;
-  const uint split_begin = split * pc.split_keys, key_end = min(len, split_begin + pc.split_keys);
-  const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
-  // Groups of KEYS keys stay aligned (one page each): start at the group holding the window's first key.
-  const uint key_begin = max(split_begin, window_begin & ~(KEYS - 1u));
-  const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;
-  const uint page_base = uint(seq[t]) * pc.pages_per_seq;
+// The sum of v over the LPK lanes of this lane's slot (xor shuffles stay within aligned groups of LPK lanes).
+float slot_sum(float v) {
+  [[unroll]] for (uint o = 1; o < LPK; o <<= 1) v += subgroupShuffleXor(v, o);
+  return v;
+}
 
-  vec4 qv[MAX_C], acc[MAX_C];
-  [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-    const uint d4 = lane + c * sgs;
-    qv[c] = d4 < D4 ? q4[th * D4 + d4] * pc.scale : vec4(0.0);
-    acc[c] = vec4(0.0);
-  }
-  const bool sink = pc.has_sinks != 0 && split == 0 && sg == 0;
-  float m = sink ? sinks[h] : -1.0 / 0.0, l = sink ? 1.0 : 0.0;
-  // The page-table lookup of the next group is issued an iteration ahead, so the K loads never wait for it.
-  uint row0 = key_begin + sg * KEYS < key_end ? cache_row(page_base, key_begin + sg * KEYS) : 0u;
-  for (uint j0 = key_begin + sg * KEYS; j0 < key_end; j0 += n_sg * KEYS) {
-    const uint j_next = j0 + n_sg * KEYS;
-    const uint next_row0 = j_next < key_end ? cache_row(page_base, j_next) : 0u;
-    float s[KEYS];
-    uint row[KEYS];  // the keys' cache rows: one page-table lookup for the group (one page, see PAGE_SIZE)
-    const uint k_first = j0 < window_begin ? window_begin - j0 : 0u;  // keys before it are outside the window
-    [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-      // Before the window or past the end: score a valid key of the group, then drop it below.
-      row[k] = row0 + clamp(k, k_first, key_end - 1u - j0);
-      float part = 0.0;
-      [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-        const uint d4 = lane + c * sgs;
-        if (d4 < D4) part += dot(qv[c], CACHE_AT4(k4, row[k] * k_row4 + g * D4 + d4));
-      }
-      s[k] = subgroupAdd(part);
-    }
-    float m_new = m;
-    [[unroll]] for (uint k = 0; k < KEYS; ++k)
-      if (j0 + k < key_end && k >= k_first) m_new = max(m_new, s[k]);
-    const float corr = exp(m - m_new);  // 0 while m = -inf
-    float p[KEYS];
-    float p_sum = 0.0;
-    [[unroll]] for (uint k = 0; k < KEYS; ++k) {
-      p[k] = j0 + k < key_end && k >= k_first ? exp(s[k] - m_new) : 0.0;
-      p_sum += p[k];
-    }
-    l = l * corr + p_sum;
-    m = m_new;
-    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-      const uint d4 = lane + c * sgs;
-      if (d4 >= DV4) continue;
-      vec4 a = acc[c] * corr;
-      [[unroll]] for (uint k = 0; k < KEYS; ++k) a += p[k] * CACHE_AT4(v4, row[k] * v_row4 + g * DV4 + d4);
-      acc[c] = a;
-    }
-    row0 = next_row0;
-  }
-
-  // Merge the subgroups: M = max m_s, acc = sum exp(m_s - M) acc_s, l = sum exp(m_s - M) l_s.
-  if (lane == 0) {
-    sg_m[sg] = m;
-    sg_l[sg] = l;
-  }
-  [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-    const uint d4 = lane + c * sgs;
-    if (d4 < DV4) sg_acc[sg * (MAX_HEAD_DIM_V / 4) + d4] = acc[c];
-  }
-  barrier();
+// A head's merged row from the subgroups' entries in shared memory (sg_* index sg * HEADS + hh): the split's partial,
+// or with one split and MERGE the output itself.
+void finish_head(uint hh, uint th, uint t, uint h, uint split) {
+  const uint n_sg = gl_NumSubgroups, DV4 = pc.head_dim_v / 4;
   float big_m = -1.0 / 0.0;
-  for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i]);
+  for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i * HEADS + hh]);
+  float big_l = 0.0;
+  for (uint i = 0; i < n_sg; ++i)
+    if (sg_m[i * HEADS + hh] > -1.0 / 0.0) big_l += exp(sg_m[i * HEADS + hh] - big_m) * sg_l[i * HEADS + hh];
   if (MERGE && gl_NumWorkGroups.y == 1u) {
     // One split holds every key (a short context): the row is complete here, so no partial, counter or re-read.
     // The host keeps head_dim_v / 4 <= the workgroup size.
-    float big_l = 0.0;
     vec4 a = vec4(0.0);
-    for (uint i = 0; i < n_sg; ++i) {
-      if (sg_m[i] == -1.0 / 0.0) continue;
-      const float w = exp(sg_m[i] - big_m);
-      big_l += w * sg_l[i];
-      if (gl_LocalInvocationID.x < DV4) a += w * sg_acc[i * (MAX_HEAD_DIM_V / 4) + gl_LocalInvocationID.x];
-    }
+    if (gl_LocalInvocationID.x < DV4)
+      for (uint i = 0; i < n_sg; ++i)
+        if (sg_m[i * HEADS + hh] > -1.0 / 0.0)
+          a += exp(sg_m[i * HEADS + hh] - big_m) * sg_acc[(i * HEADS + hh) * (MAX_HEAD_DIM_V / 4) + gl_LocalInvocationID.x];
     write_row(th, t, h, a / big_l);
     return;
   }
@@ -239,18 +189,110 @@ void main() {
   for (uint d4 = gl_LocalInvocationID.x; d4 < DV4; d4 += gl_WorkGroupSize.x) {
     vec4 a = vec4(0.0);
     for (uint i = 0; i < n_sg; ++i)
-      if (sg_m[i] > -1.0 / 0.0) a += exp(sg_m[i] - big_m) * sg_acc[i * (MAX_HEAD_DIM_V / 4) + d4];
+      if (sg_m[i * HEADS + hh] > -1.0 / 0.0)
+        a += exp(sg_m[i * HEADS + hh] - big_m) * sg_acc[(i * HEADS + hh) * (MAX_HEAD_DIM_V / 4) + d4];
     partials[base + 4 * d4] = a.x;
     partials[base + 4 * d4 + 1] = a.y;
     partials[base + 4 * d4 + 2] = a.z;
     partials[base + 4 * d4 + 3] = a.w;
   }
   if (gl_LocalInvocationID.x == 0) {
-    float big_l = 0.0;
-    for (uint i = 0; i < n_sg; ++i)
-      if (sg_m[i] > -1.0 / 0.0) big_l += exp(sg_m[i] - big_m) * sg_l[i];
     partials[base + pc.head_dim_v] = big_m;  // -inf for a split with no keys
     partials[base + pc.head_dim_v + 1] = big_l;
   }
   if (MERGE) merge_splits(th, t, h);
+}
+
+void main() {
+  const uint lane = gl_SubgroupInvocationID, sgs = gl_SubgroupSize, sg = gl_SubgroupID, n_sg = gl_NumSubgroups;
+  const uint KPS = sgs / LPK, slot = lane / LPK, sub = lane % LPK;
+  const uint groups_per_token = pc.n_heads / HEADS;
+  const uint t = gl_WorkGroupID.x / groups_per_token, split = gl_WorkGroupID.y;
+  const uint h0 = (gl_WorkGroupID.x - t * groups_per_token) * HEADS, g = h0 / (pc.n_heads / pc.n_kv_heads);
+  const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
+  const uint len = uint(positions[t]) + 1;
+  const uint split_begin = split * pc.split_keys, key_end = min(len, split_begin + pc.split_keys);
+  const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
+  const uint key_begin = max(split_begin, window_begin);
+  const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;
+  const uint page_base = uint(seq[t]) * pc.pages_per_seq;
+
+  vec4 qv[MAX_HEADS][MAX_C], acc[MAX_HEADS][MAX_C];
+  float m[MAX_HEADS], l[MAX_HEADS];
+  const bool sink = pc.has_sinks != 0 && split == 0 && sg == 0 && slot == 0;
+  [[unroll]] for (uint hh = 0; hh < MAX_HEADS; ++hh) {
+    if (hh >= HEADS) continue;
+    const uint qrow = (t * pc.n_heads + h0 + hh) * D4;
+    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+      const uint d4 = sub + c * LPK;
+      qv[hh][c] = c < C && d4 < D4 ? q4[qrow + d4] * pc.scale : vec4(0.0);
+      acc[hh][c] = vec4(0.0);
+    }
+    m[hh] = sink ? sinks[h0 + hh] : -1.0 / 0.0;
+    l[hh] = sink ? 1.0 : 0.0;
+  }
+  // Each slot's key of the next pass is looked up a pass ahead, so the K loads never wait for the page table.
+  const uint stride = n_sg * KPS;
+  uint j = key_begin + sg * KPS + slot;
+  uint row = cache_row(page_base, min(j, key_end - 1u));
+  for (uint j0 = key_begin + sg * KPS; j0 < key_end; j0 += stride, j += stride) {
+    const uint next_row = cache_row(page_base, min(j + stride, key_end - 1u));
+    const bool valid = j < key_end;  // past the end: a valid key row, scored and dropped
+    vec4 kv[MAX_C], vv[MAX_C];
+    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+      const uint d4 = sub + c * LPK;
+      kv[c] = c < C && d4 < D4 ? CACHE_AT4(k4, row * k_row4 + g * D4 + d4) : vec4(0.0);
+      vv[c] = c < C && d4 < DV4 ? CACHE_AT4(v4, row * v_row4 + g * DV4 + d4) : vec4(0.0);
+    }
+    [[unroll]] for (uint hh = 0; hh < MAX_HEADS; ++hh) {
+      if (hh >= HEADS) continue;
+      float part = 0.0;
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c)
+        if (c < C) part += dot(qv[hh][c], kv[c]);
+      const float s = slot_sum(part);
+      // One exp per key and head: the new key either raises the maximum (the old terms scale by exp(m - s), the new
+      // one weighs 1) or not (the old terms stay, the new one weighs exp(s - m)).
+      const bool raise = s > m[hh];
+      const float e = exp(raise ? m[hh] - s : s - m[hh]);  // m = -inf: exp(-inf) = 0
+      const float corr = valid && raise ? e : 1.0, p = valid ? (raise ? 1.0 : e) : 0.0;
+      if (valid && raise) m[hh] = s;
+      l[hh] = l[hh] * corr + p;
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c)
+        if (c < C) acc[hh][c] = acc[hh][c] * corr + p * vv[c];
+    }
+    row = next_row;
+  }
+
+  // Merge the slots of the subgroup (lanes sub, sub + LPK, ...): M = max m_i, acc = sum exp(m_i - M) acc_i, l alike;
+  // then the subgroups through shared memory.
+  [[unroll]] for (uint hh = 0; hh < MAX_HEADS; ++hh) {
+    if (hh >= HEADS) continue;
+    float big_m = m[hh];
+    for (uint o = LPK; o < sgs; o <<= 1) big_m = max(big_m, subgroupShuffleXor(big_m, o));
+    const float w = m[hh] == -1.0 / 0.0 ? 0.0 : exp(m[hh] - big_m);
+    float sl = l[hh] * w;
+    vec4 a[MAX_C];
+    [[unroll]] for (uint c = 0; c < MAX_C; ++c) a[c] = acc[hh][c] * w;
+    for (uint o = LPK; o < sgs; o <<= 1) {
+      sl += subgroupShuffleXor(sl, o);
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c)
+        if (c < C) a[c] += subgroupShuffleXor(a[c], o);
+    }
+    const uint e = sg * HEADS + hh;
+    if (lane == 0) {
+      sg_m[e] = big_m;
+      sg_l[e] = sl;
+    }
+    if (slot == 0)
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+        const uint d4 = sub + c * LPK;
+        if (c < C && d4 < DV4) sg_acc[e * (MAX_HEAD_DIM_V / 4) + d4] = a[c];
+      }
+  }
+  barrier();
+  for (uint hh = 0; hh < HEADS; ++hh) {
+    const uint h = h0 + hh;
+    finish_head(hh, t * pc.n_heads + h, t, h, split);
+    barrier();  // the next head's merge reuses split_w and is_last
+  }
 }

@@ -14,6 +14,9 @@
 // vector is each kernel's last binding): the key loops start at the window's first key, and a sink starts the
 // online softmax of split 0 as a virtual key of value 0, so the split merges count it once.
 #include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <string_view>
 
 #include "core/error.h"
 #include "vk/backend/encoder.h"
@@ -26,6 +29,40 @@ namespace greta::vk {
 constexpr uint32_t coopmat_attention_shared_bytes(uint32_t warps) {
   return 2 * 32 * (128 + 8) * 2 + warps * (16 * 32 * 4 + 16 * 32 * 2 + 4 * 16 * 4);
 }
+
+namespace {
+
+// attention_decode.comp's work layout: query heads per workgroup (sharing their KV head's loads), lanes per key slot
+// and vec4 per lane. Several heads per workgroup where a step has rows to spare (a batched decode step: at least
+// 1024 rows, e.g. 32 sequences x 32 heads), since they divide the workgroups; up to 4, dividing the query heads per
+// KV head, with heads x vec4 per lane <= 8 (registers) and heads x subgroups <= 16 (the shader's shared arrays).
+// Lanes per key: the fewest (a power of two) whose vec4 cover the head dims, so a subgroup scores as many keys at
+// once as it can with the shortest shuffle reductions. GRETA_VK_ATTN_HEADS=1|2|4 forces the heads (measurements).
+// The workgroup: 128 invocations (at least a subgroup), fewer where heads x subgroups would pass 16 (small subgroups),
+// never fewer than head_dim_v / 4 (the single-split path writes a row with one vec4 per invocation).
+struct DecodeLayout {
+  uint32_t heads = 1, lanes_per_key = 1, vec4_per_lane = 1, local = 128;
+};
+
+DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_t subgroup) {
+  const uint32_t group = uint32_t(op.n_heads / op.n_kv_heads);
+  const uint32_t dim4 = uint32_t(std::max(op.head_dim, op.head_dim_v) / 4);
+  uint32_t heads = rows >= 1024 ? 4 : 1;
+  if (const char* v = std::getenv("GRETA_VK_ATTN_HEADS"); v && *v) {
+    const std::string_view s(v);
+    if (s != "1" && s != "2" && s != "4") fail("GRETA_VK_ATTN_HEADS=", s, ": expected 1, 2 or 4");
+    heads = uint32_t(s[0] - '0');
+  }
+  for (;; heads /= 2) {
+    const uint32_t max_c = std::min(4u, 8 / heads);
+    const uint32_t lanes = std::min(std::bit_ceil((dim4 + max_c - 1) / max_c), subgroup);
+    const uint32_t local = std::max(subgroup, std::min(128u, 16 / heads * subgroup));
+    if (heads == 1 || (group % heads == 0 && (dim4 + lanes - 1) / lanes <= max_c && local >= op.head_dim_v / 4))
+      return {heads, lanes, (dim4 + lanes - 1) / lanes, local};
+  }
+}
+
+}  // namespace
 
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   constexpr uint32_t kLocal = 64;  // keys per block; attention.comp covers head_dim_v <= 4 * kLocal
@@ -119,18 +156,22 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     return;
   }
   // attention_decode: subgroups walk keys on their own (see the shader), for head dims it covers.
-  const uint32_t sg = e.info().subgroup_size, decode_local = std::max<uint32_t>(sg, 128);
+  const uint32_t sg = e.info().subgroup_size;
+  const DecodeLayout layout = decode_layout(op, rows, sg);
+  const uint32_t decode_local = layout.local;
   const bool decode_kernel = op.head_dim % 4 == 0 && op.head_dim_v % 4 == 0 && op.head_dim <= 16 * int64_t(sg) &&
                              op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&
                              e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0] &&
-                             op.page_size % 4 == 0;
+                             (e.info().subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
+  const uint32_t decode_groups = rows / layout.heads;
   // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
-  // compute-unit count), at most 64 splits, of at least 32 keys (a multiple of the 16 keys its 4 subgroups score per
-  // step), so a 32-head model at context 128 still gets 128 workgroups. A batched decode step has many rows already:
-  // 64 sequences x 32 heads run unsplit (on the H200, 8B at 64 sequences of ~600 positions: 14.6 ms of attention
-  // per step in splits of 32 keys, each workgroup doing little more than its setup and the merge).
+  // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
+  // workgroups. A batched decode step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at
+  // 64 sequences of ~600 positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little
+  // more than its setup and the merge).
   constexpr int64_t kDecodeTargetGroups = 1024;
-  const int64_t wanted_splits = std::clamp<int64_t>((kDecodeTargetGroups + rows - 1) / rows, 1, 64);
+  const int64_t group_rows = decode_kernel ? decode_groups : rows;
+  const int64_t wanted_splits = std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64);
   const int64_t per_split = std::max(min_split, (ctx + wanted_splits - 1) / wanted_splits);
   const int64_t decode_split = std::max<int64_t>(32, (per_split + 15) / 16 * 16);
   const int64_t keys_per_split = decode_kernel ? decode_split : split_keys;
@@ -153,20 +194,29 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                  : out;  // stand-ins: every declared binding is bound
     const auto& d = e.pipeline(variant(ShaderId::attention_decode_f32, ShaderId::attention_decode_f32_kvf16,
                                        ShaderId::attention_decode_f32_kvq8),
-                               {{0, decode_local}, {1, merge}, {2, q8_out}, {3, uint32_t(op.page_size)}}, options);
-    const std::string decode_name = cat("attention_decode_f32", cache_suffix);
+                               {{0, decode_local},
+                                {1, merge},
+                                {2, q8_out},
+                                {3, uint32_t(op.page_size)},
+                                {4, layout.heads},
+                                {5, layout.lanes_per_key},
+                                {6, layout.vec4_per_lane}},
+                               options);
+    const std::string decode_name =
+        cat("attention_decode_f32", cache_suffix, " (", layout.heads, layout.heads > 1 ? " heads" : " head", ", ",
+            layout.lanes_per_key, " lanes per key, ");
     if (merge) {
       // Only the splits that hold keys run: the backend writes their count before each step (a short context is
       // one or two splits, not 64 workgroups per row that find no keys).
-      const BufferSpan groups = e.step_split_groups(rows, uint32_t(keys_per_split), uint32_t(splits));
+      const BufferSpan groups = e.step_split_groups(decode_groups, uint32_t(keys_per_split), uint32_t(splits));
       e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split), groups,
-                          {rows, uint32_t(splits), 1});
-      e.note_variant(cat(decode_name, " (up to ", splits, " key splits of ", keys_per_split,
+                          {decode_groups, uint32_t(splits), 1});
+      e.note_variant(cat(decode_name, "up to ", splits, " key splits of ", keys_per_split,
                          ", as many as hold keys, merged by the last", q8_out ? "; int8 output" : "", extras, ")"));
       return;
     }
     e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split),
-               {rows, uint32_t(splits), 1});
+               {decode_groups, uint32_t(splits), 1});
   } else {
     e.dispatch(p, {q, k, v, pos, out, partials, seq, pages, sinks}, as_push(split), {groups, uint32_t(splits), 1});
   }
@@ -175,7 +225,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   const auto& c = e.pipeline(ShaderId::attention_combine_f32, {{0, kElementwiseWorkgroup}});
   e.dispatch(c, {partials, out}, as_push(combine),
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
-  e.note_variant(cat(decode_kernel ? "attention_decode_f32" : "attention_f32", cache_suffix, " (", splits,
+  e.note_variant(cat(decode_kernel ? cat("attention_decode_f32", cache_suffix, " (", layout.heads, " heads, ")
+                                   : cat("attention_f32", cache_suffix, " ("),
+                     splits,
                      " key splits of ", keys_per_split, extras, ") + attention_combine_f32"));
 }
 

@@ -116,17 +116,25 @@ bool gemm_f16_activations() {
 // waves needs the SM count. A GEMM recorded after other dispatches without a barrier between them (K and V after Q)
 // is not split: it already shares the device with them, and the split's barriers would order it after them (8B
 // pp512, whose K and V have 32 workgroups: 8835 tokens/s with no GEMM split, about 7100 with K and V in 4 splits).
+// Steps of at most 64 tokens (batched decode: one token per sequence) split every GEMM, alone or not: 8 ways up to
+// 16 tokens, else 4, keeping at least 8 K steps per split. Their tiles cover the whole step, so a workgroup walks
+// all of K for a few tokens, and its staging loop (load, dequantize, barrier) rather than the weight bytes bounds
+// it. On the H200, 8B Q4_K_M batched decode, matmul ms per step at 16 / 64 sequences: 15.7 / 19.2 with the rule
+// above (K and V unsplit), 11.8 / 16.4 with 4 splits everywhere, 11.7 / 16.8 with 8, 12.9 / 20.5 with 16; on the
+// 16-token tile (tuning.h) 10.9 with 8 (docs/benchmarks.md).
 // GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
-uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone) {
-  uint32_t split = 1;
-  while (alone && split < 4 && groups * split < 128) split *= 2;
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens) {
   if (const char* v = std::getenv("GRETA_VK_GEMM_SPLIT"); v && *v) {
     char* end = nullptr;
     const unsigned long n = std::strtoul(v, &end, 10);
     if (*end != '\0' || n < 1 || n > 16) fail("GRETA_VK_GEMM_SPLIT=", v, ": expected 1..16");
     return std::min(uint32_t(n), k_steps);
   }
-  while (split > 1 && k_steps / split < 16) split /= 2;
+  const bool batched = n_tokens <= 64;
+  uint32_t split = batched ? (n_tokens <= 16 ? 8 : 4) : 1;
+  while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
+  const uint32_t min_steps = batched ? 8 : 16;
+  while (split > 1 && k_steps / split < min_steps) split /= 2;
   return split;
 }
 
@@ -278,7 +286,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
       const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
       uint32_t split =
-          w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier()) : 1;
+          w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens) : 1;
       const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
       split = (push.cols + chunk - 1) / chunk;  // every split non-empty
       const SplitK sk = split_k(e, split, push, out);

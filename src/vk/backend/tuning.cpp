@@ -129,6 +129,7 @@ std::optional<GemmKernel> gemm_kernel_from_name(std::string_view name) {
 
 MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens) {
   if (kernel == GemmKernel::tiled) return kDefaultTiledTile;
+  if (n_tokens <= 16) return kCoopmatTile16Tokens;
   return n_tokens <= 32 ? kCoopmatTile32Tokens : n_tokens <= 64 ? kCoopmatTile64Tokens : kDefaultCoopmatTile;
 }
 

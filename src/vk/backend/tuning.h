@@ -59,6 +59,9 @@ inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 2, 4, 64, 2};
 // Batched decode steps (9..64 tokens: tokens of many sequences) read every weight once for a few rows of tokens, so
 // the tile is cut to the tokens: on the H200, 8B Q4_K_M batched decode (tokens/s at 16 / 32 / 64 sequences) 537 /
 // 990 / 1693 on the default tile, 782 / 1381 / 1746 on 32x64x2x2x64x2 and 656 / 1179 / 1956 on 64x128x2x4x64x2.
+// With the batched steps' K splits (op_matmul.cpp: coopmat_split), the matmuls of a 16-token step took 10.9 ms per
+// step on 16x64x1x2x64x2 against 11.7 on 32x64x2x2x64x2 (H200, 8B Q4_K_M, both with 8 splits).
+inline constexpr MatmulTile kCoopmatTile16Tokens{16, 64, 1, 2, 64, 2};
 inline constexpr MatmulTile kCoopmatTile32Tokens{32, 64, 2, 2, 64, 2};
 inline constexpr MatmulTile kCoopmatTile64Tokens{64, 128, 2, 4, 64, 2};
 // The default tile for steps of n_tokens (large steps when not given).
