@@ -91,8 +91,10 @@ int run_batched_bench(const Args& args) {
   if (batch < 1 || batch > 65536) fail("-b ", batch, ": must be 1..65536");
   const std::string output = args.get("output", "md");
   if (output != "md" && output != "csv" && output != "json") fail("-o ", output, ": choose md, csv or json");
-  if (args.has("trace") || args.has("n-depth")) fail("--batched does not take --trace or -d");
+  if (args.has("n-depth")) fail("--batched does not take -d");
   const bool profile = args.has("profile");
+  // --trace: the timed prefill and decode steps of every (PP, TG, B), not the warm-ups.
+  TraceRequest trace(args);
   int64_t ctx = 0, kv = 0;
   for (int64_t p : npps)
     for (int64_t g : ntgs) {
@@ -112,6 +114,9 @@ int run_batched_bench(const Args& args) {
          e.kv_positions_available());
   e.reserve_kv(kv);  // the pool at its final size before anything is timed
   e.backend().set_profiling(profile);
+  trace.attach(e);
+  engine::Trace* const trace_sink = e.trace();
+  e.set_trace(nullptr);
   engine::Rng rng(1234);
   std::vector<BatchedRow> rows;
   for (int64_t p : npps)
@@ -119,7 +124,9 @@ int run_batched_bench(const Args& args) {
       for (int64_t b : npls) {
         // Warm-up with the measured shapes (the plans of every bucket prepared, clocks up) and a few decode steps.
         measure(e, p, std::min<int64_t>(g, 4), b, rng, false);
+        e.set_trace(trace_sink);
         rows.push_back(measure(e, p, g, b, rng, profile));
+        e.set_trace(nullptr);
         if (output == "md" && rows.size() == 1) {
           std::printf("model %s | %s | KV %s | max batch %lld\n\n", std::filesystem::path(path).stem().c_str(),
                       e.backend().name().c_str(), engine::elem_type_name(e.options().kv_type),
@@ -176,6 +183,7 @@ int run_batched_bench(const Args& args) {
                      fixed(total > 0 ? 100 * sec / total : 0, 1).c_str());
     }
   }
+  trace.write();
   return 0;
 }
 

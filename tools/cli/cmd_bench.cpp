@@ -46,7 +46,8 @@ constexpr OptionSpec k_bench_options[] = {
 constexpr const char* k_usage =
     "greta-vk bench MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--trace FILE] "
     "[--kv-type f16|f32|q8_0] [--backend cpu|vk|hip] [--device N] [--threads N]\n"
-    "       greta-vk bench MODEL --batched [--npp 512] [--ntg 128] [--npl 1,4,16,64] [-b 512] [-o md|csv|json] ...";
+    "       greta-vk bench MODEL --batched [--npp 512] [--ntg 128] [--npl 1,4,16,64] [-b 512] [-o md|csv|json] [--profile] "
+    "[--trace FILE] ...";
 
 constexpr uint64_t kTokenSeed = 1234;
 constexpr int64_t kMaxTestTokens = int64_t(1) << 20;
