@@ -267,8 +267,9 @@ bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceIn
 uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info);
 // Whether the device (and this build) can run matmul_coopmat for weights of `type`.
 bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& features, model::GgmlType type);
-// Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option (decode: up to 4 tokens).
-bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op);
+// Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option: automatic up to 8 tokens, or 4
+// where the cooperative-matrix GEMM runs the weight (coopmat_gemm; the decode fusions stop at 4 tokens either way).
+bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op, bool coopmat_gemm = false);
 void encode_add_bias(OpEncoder& e, const engine::AddBiasOp& op);
 void encode_rope(OpEncoder& e, const engine::RopeOp& op);
 // The rope's inverse frequencies as a plan constant buffer (op_rope.cpp).

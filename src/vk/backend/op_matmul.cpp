@@ -220,9 +220,10 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
 
   MatmulKernel kernel = e.matmul_kernel();
-  // Decode (up to 8 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
-  if (matmul_uses_matvec(kernel, op)) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   const bool coopmat_ok = coopmat_matmul_usable(e.info(), e.features(), w.type);
+  // Decode (up to 4 or 8 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
+  if (matmul_uses_matvec(kernel, op, coopmat_ok && w.type != model::GgmlType::F32))
+    return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   if (const auto& forced = e.matmul_tuning().forced)  // greta-vk tune's candidates: the kernel comes with the tile
     kernel = forced->kernel == GemmKernel::coopmat ? MatmulKernel::coopmat : MatmulKernel::tiled;
   else if (kernel == MatmulKernel::automatic)  // F32 weights keep f32 activations: coopmat rounds both operands to f16

@@ -28,10 +28,12 @@ namespace greta::vk {
 
 namespace {
 
-// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles: on
-// the H200, 8B Q4_K_M batched decode at 8 sequences 470 tokens/s with the matvecs vs 349 with the cooperative-matrix
-// GEMM, at 16 sequences 513 vs 667 (docs/benchmarks.md).
-constexpr int64_t kMatvecMaxTokens = 8;
+// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles. With
+// the tiled GEMM (no cooperative matrices) 8; with the cooperative-matrix GEMM 4: on the H200, 8B Q4_K_M, matmul ms
+// per decode step 4.2 / 7.8 / 15.1 for the matvecs at 1 / 4 / 8 tokens against 9.6 for the GEMM's 16-token tile
+// with its K splits (docs/benchmarks.md; before those splits and tiles, 8 sequences ran at 470 tokens/s on the
+// matvecs and 349 on the GEMM).
+constexpr int64_t kMatvecMaxTokens = 8, kMatvecMaxTokensCoopmat = 4;
 
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2, kInSwigluOai = 3 };  // matvec*.comp's INPUT
 
@@ -56,9 +58,10 @@ std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* v
   return std::pair<uint32_t, uint32_t>{wg, rows};
 }
 
-bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op) {
+bool matmul_uses_matvec(MatmulKernel kernel, const engine::MatMulOp& op, bool coopmat_gemm) {
   if (kernel == MatmulKernel::matvec || op.in_features % 4 != 0) return true;  // the GEMMs need rows of whole vec4
-  return kernel == MatmulKernel::automatic && op.n_tokens <= kMatvecMaxTokens;
+  return kernel == MatmulKernel::automatic &&
+         op.n_tokens <= (coopmat_gemm ? kMatvecMaxTokensCoopmat : kMatvecMaxTokens);
 }
 
 std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args) {

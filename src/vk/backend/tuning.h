@@ -59,11 +59,13 @@ inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 2, 4, 64, 2};
 // Batched decode steps (9..64 tokens: tokens of many sequences) read every weight once for a few rows of tokens, so
 // the tile is cut to the tokens: on the H200, 8B Q4_K_M batched decode (tokens/s at 16 / 32 / 64 sequences) 537 /
 // 990 / 1693 on the default tile, 782 / 1381 / 1746 on 32x64x2x2x64x2 and 656 / 1179 / 1956 on 64x128x2x4x64x2.
-// With the batched steps' K splits (op_matmul.cpp: coopmat_split), the matmuls of a 16-token step took 10.9 ms per
-// step on 16x64x1x2x64x2 against 11.7 on 32x64x2x2x64x2 (H200, 8B Q4_K_M, both with 8 splits).
-inline constexpr MatmulTile kCoopmatTile16Tokens{16, 64, 1, 2, 64, 2};
+// With the batched steps' K splits (op_matmul.cpp: coopmat_split), matmul ms per step of the 8B on the H200: 16
+// tokens 9.6 on 16x32x1x2x64x2, 11.0 on 16x64x1x2x64x2, 11.7 on 32x64x2x2x64x2, 12.4-13.2 on 16x128 tiles or at
+// BK 128 (more workgroups, each with a shorter tile, beat fewer with more warps); 64 tokens 15.4 on
+// 64x64x2x2x128x4, 16.4 on 64x128x2x4x64x2, 16.6 on 64x64x2x2x64x4, 17.4 on 64x128x2x4x64x4.
+inline constexpr MatmulTile kCoopmatTile16Tokens{16, 32, 1, 2, 64, 2};
 inline constexpr MatmulTile kCoopmatTile32Tokens{32, 64, 2, 2, 64, 2};
-inline constexpr MatmulTile kCoopmatTile64Tokens{64, 128, 2, 4, 64, 2};
+inline constexpr MatmulTile kCoopmatTile64Tokens{64, 64, 2, 2, 128, 4};
 // The default tile for steps of n_tokens (large steps when not given).
 MatmulTile default_tile(GemmKernel kernel, int64_t n_tokens = 1 << 30);
 
