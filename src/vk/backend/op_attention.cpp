@@ -164,6 +164,10 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                              e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0] &&
                              (e.info().subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   const uint32_t decode_groups = rows / layout.heads;
+  // "attention_decode_f32_kvf16 (4 heads, 16 lanes per key, ": the layout, then the splits.
+  const std::string decode_name =
+      cat("attention_decode_f32", cache_suffix, " (", layout.heads, layout.heads > 1 ? " heads" : " head", ", ",
+          layout.lanes_per_key, " lanes per key, ");
   // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
   // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
   // workgroups. A batched decode step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at
@@ -202,9 +206,6 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                 {5, layout.lanes_per_key},
                                 {6, layout.vec4_per_lane}},
                                options);
-    const std::string decode_name =
-        cat("attention_decode_f32", cache_suffix, " (", layout.heads, layout.heads > 1 ? " heads" : " head", ", ",
-            layout.lanes_per_key, " lanes per key, ");
     if (merge) {
       // Only the splits that hold keys run: the backend writes their count before each step (a short context is
       // one or two splits, not 64 workgroups per row that find no keys).
@@ -225,10 +226,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   const auto& c = e.pipeline(ShaderId::attention_combine_f32, {{0, kElementwiseWorkgroup}});
   e.dispatch(c, {partials, out}, as_push(combine),
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
-  e.note_variant(cat(decode_kernel ? cat("attention_decode_f32", cache_suffix, " (", layout.heads, " heads, ")
-                                   : cat("attention_f32", cache_suffix, " ("),
-                     splits,
-                     " key splits of ", keys_per_split, extras, ") + attention_combine_f32"));
+  e.note_variant(cat(decode_kernel ? decode_name : cat("attention_f32", cache_suffix, " ("), splits, " key splits of ",
+                     keys_per_split, extras, ") + attention_combine_f32"));
 }
 
 }  // namespace greta::vk
