@@ -10,9 +10,15 @@ and the ratios GRETA / llama.cpp. Without llama.cpp it says so in one line and p
   python3 tools/bench/batched_report.py MODEL.gguf [--npp 512 --ntg 128 --npl 1,4,16,64] [--backend vk]
   python3 tools/bench/batched_report.py MODEL.gguf --llama-batched-bench ~/llama.cpp/build/bin/llama-batched-bench \\
       --llama-args "-ngl 99" --json
+  python3 tools/bench/batched_report.py MODEL.gguf --llama-args "-ngl 99" \\
+      --peer "CUDA=/tmp/peer/bc/bin/llama-batched-bench" \\
+      --peer "KHR=/tmp/peer/bd/bin/llama-batched-bench GGML_VK_DISABLE_COOPMAT2=1" \\
+      --peer "coopmat2=/tmp/peer/bd/bin/llama-batched-bench"
 
-llama-batched-bench is looked up on PATH unless --llama-batched-bench names it (--no-llama: GRETA only). The two run
-one after the other, GRETA first. Exit status 1 when either fails (its last output lines are printed).
+llama-batched-bench is looked up on PATH unless --llama-batched-bench names it (--no-llama: GRETA only). --peer
+LABEL=PATH [VAR=VALUE ...] (repeatable, instead) runs several builds, each under its label with those environment
+variables, in its own directory (where a build's libraries may lie), each with its own columns and ratios. They
+run one after the other, GRETA first. Exit status 1 when any fails (its last output lines are printed).
 """
 import argparse
 import json
@@ -45,11 +51,15 @@ def joined(values):
     return ",".join(str(v) for v in values)
 
 
-def run(argv, what):
-    """Runs argv; (stdout, stderr) as text. Raises ReportError with the output's tail when it fails."""
-    print("running: %s" % " ".join(shlex.quote(a) for a in argv), file=sys.stderr, flush=True)
+def run(argv, what, env=None, cwd=None):
+    """Runs argv (with `env` added to the environment, in `cwd`); (stdout, stderr) as text. Raises ReportError with
+    the output's tail when it fails."""
+    shown = " ".join(["%s=%s" % (k, shlex.quote(v)) for k, v in sorted((env or {}).items())] +
+                     [shlex.quote(a) for a in argv])
+    print("running: %s" % shown, file=sys.stderr, flush=True)
     try:
-        out = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        out = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, **(env or {})), cwd=cwd)
     except OSError as e:
         raise ReportError("%s could not be started: %s" % (what, e))
     stdout = out.stdout.decode("utf-8", "replace")
@@ -83,21 +93,44 @@ def run_greta(args):
 
 # ---- llama.cpp ----------------------------------------------------------------------------------------------------
 
-def find_llama(args):
-    """The llama-batched-bench to run, or None (with the reason)."""
+def executable(path, what):
+    found = shutil.which(path) if os.sep not in path else path
+    if not (found and os.path.isfile(found) and os.access(found, os.X_OK)):
+        raise ReportError("%s %s: not an executable file" % (what, path))
+    return os.path.abspath(found)
+
+
+def parse_peer(text):
+    """--peer "LABEL=PATH [VAR=VALUE ...]" -> (label, path, env)."""
+    words = shlex.split(text)
+    if not words or "=" not in words[0] or words[0].startswith("="):
+        raise ReportError('--peer %r: expected "LABEL=PATH [VAR=VALUE ...]"' % text)
+    label, path = words[0].split("=", 1)
+    env = {}
+    for w in words[1:]:
+        var, eq, value = w.partition("=")
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", var):
+            raise ReportError("--peer %r: %r is not VAR=VALUE" % (text, w))
+        env[var] = value
+    return label, executable(path, "--peer " + label), env
+
+
+def find_peers(args):
+    """The llama-batched-bench builds to run as [(label, path, env)], or [] with the reason."""
     if args.no_llama:
-        return None, "--no-llama"
+        return [], "--no-llama"
+    if args.peer:
+        peers = [parse_peer(p) for p in args.peer]
+        labels = [p[0] for p in peers]
+        if len(set(labels)) != len(labels):
+            raise ReportError("--peer: every label once (%s)" % ", ".join(labels))
+        return peers, None
     if args.llama_batched_bench:
-        path = args.llama_batched_bench
-        if os.sep not in path:
-            path = shutil.which(path) or path
-        if not (os.path.isfile(path) and os.access(path, os.X_OK)):
-            raise ReportError("--llama-batched-bench %s: not an executable file" % args.llama_batched_bench)
-        return path, None
+        return [("llama.cpp", executable(args.llama_batched_bench, "--llama-batched-bench"), {})], None
     path = shutil.which(LLAMA_TOOL)
     if path:
-        return path, None
-    return None, "%s is not on PATH and --llama-batched-bench was not given" % LLAMA_TOOL
+        return [("llama.cpp", path, {})], None
+    return [], "%s is not on PATH and neither --llama-batched-bench nor --peer was given" % LLAMA_TOOL
 
 
 def parse_llama_table(text):
@@ -138,12 +171,12 @@ def parse_llama_table(text):
     return rows
 
 
-def run_llama(args, path):
+def run_llama(args, label, path, env):
     # The KV positions the largest batch needs (llama-batched-bench: pl * (pp + tg) without -pps), a little over.
     ctx = max(b * (p + g) for p in args.npp for g in args.ntg for b in args.npl) + 256
-    argv = [path, "-m", args.model, "-npp", joined(args.npp), "-ntg", joined(args.ntg), "-npl", joined(args.npl),
-            "-fa", "on", "-c", str(ctx)] + shlex.split(args.llama_args)
-    stdout, stderr = run(argv, LLAMA_TOOL)
+    argv = [path, "-m", os.path.abspath(args.model), "-npp", joined(args.npp), "-ntg", joined(args.ntg), "-npl",
+            joined(args.npl), "-fa", "on", "-c", str(ctx)] + shlex.split(args.llama_args)
+    stdout, stderr = run(argv, "%s (%s)" % (LLAMA_TOOL, label), env, os.path.dirname(path))
     try:
         rows = parse_llama_table(stdout)
     except ReportError:
@@ -153,18 +186,19 @@ def run_llama(args, path):
 
 # ---- the report ---------------------------------------------------------------------------------------------------
 
-def combine(greta_rows, llama_rows):
-    """One entry per GRETA row (in its order), with llama.cpp's numbers and the ratios where it has that row."""
-    llama = {(r["pp"], r["tg"], r["b"]): r for r in llama_rows or []}
+def combine(greta_rows, peers):
+    """One entry per GRETA row (in its order), with each peer's numbers and the ratios GRETA / peer where it has
+    that row (None where it printed none). peers: [(label, rows)]."""
     out = []
     for g in greta_rows:
-        entry = {"pp": g["pp"], "tg": g["tg"], "b": g["b"], "greta_s_pp": g["s_pp"], "greta_s_tg": g["s_tg"]}
-        if llama_rows is not None:
-            lr = llama.get((g["pp"], g["tg"], g["b"]))
-            entry["llama_s_pp"] = lr["s_pp"] if lr else None
-            entry["llama_s_tg"] = lr["s_tg"] if lr else None
-            for k in ("s_pp", "s_tg"):
-                entry["ratio_" + k] = g[k] / lr[k] if lr and lr[k] > 0 else None
+        entry = {"pp": g["pp"], "tg": g["tg"], "b": g["b"], "greta_s_pp": g["s_pp"], "greta_s_tg": g["s_tg"],
+                 "peers": {}}
+        for label, rows in peers:
+            lr = next((r for r in rows if (r["pp"], r["tg"], r["b"]) == (g["pp"], g["tg"], g["b"])), None)
+            entry["peers"][label] = {
+                "s_pp": lr["s_pp"] if lr else None, "s_tg": lr["s_tg"] if lr else None,
+                "ratio_s_pp": g["s_pp"] / lr["s_pp"] if lr and lr["s_pp"] > 0 else None,
+                "ratio_s_tg": g["s_tg"] / lr["s_tg"] if lr and lr["s_tg"] > 0 else None}
         out.append(entry)
     return out
 
@@ -175,37 +209,35 @@ def fmt(v, ratio=False):
     return "%.2fx" % v if ratio else "%.2f" % v
 
 
-def print_tables(model, greta_rows, llama_rows, llama_note):
+def print_tables(model, greta_rows, peers, peer_note):
     g0 = greta_rows[0] if greta_rows else {}
     print("model %s | GRETA: %s on %s, KV %s" % (os.path.basename(model), g0.get("backend", "?"), g0.get("device", "?"),
                                                  g0.get("kv_type", "?")))
-    if llama_rows is None:
-        print("llama.cpp: not run (%s): GRETA's columns only" % llama_note)
-    entries = combine(greta_rows, llama_rows)
+    if not peers:
+        print("llama.cpp: not run (%s): GRETA's columns only" % peer_note)
+    entries = combine(greta_rows, peers)
     shapes = []
     for e in entries:
         if (e["pp"], e["tg"]) not in shapes:
             shapes.append((e["pp"], e["tg"]))
+    header = ["B", "GRETA S_PP", "GRETA S_TG"]
+    for label, _ in peers:
+        header += ["%s S_PP" % label, "%s S_TG" % label, "S_PP GRETA/%s" % label, "S_TG GRETA/%s" % label]
     for pp, tg in shapes:
         print()
         print("PP %d, TG %d (tokens/s)" % (pp, tg))
         print()
-        if llama_rows is None:
-            print("| B | GRETA S_PP | GRETA S_TG |")
-            print("|---:|---:|---:|")
-        else:
-            print("| B | GRETA S_PP | GRETA S_TG | llama.cpp S_PP | llama.cpp S_TG | S_PP GRETA/llama.cpp | "
-                  "S_TG GRETA/llama.cpp |")
-            print("|---:|---:|---:|---:|---:|---:|---:|")
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---:|" * len(header))
         for e in entries:
             if (e["pp"], e["tg"]) != (pp, tg):
                 continue
             cells = [str(e["b"]), fmt(e["greta_s_pp"]), fmt(e["greta_s_tg"])]
-            if llama_rows is not None:
-                cells += [fmt(e["llama_s_pp"]), fmt(e["llama_s_tg"]), fmt(e["ratio_s_pp"], True),
-                          fmt(e["ratio_s_tg"], True)]
+            for label, _ in peers:
+                p = e["peers"][label]
+                cells += [fmt(p["s_pp"]), fmt(p["s_tg"]), fmt(p["ratio_s_pp"], True), fmt(p["ratio_s_tg"], True)]
             print("| " + " | ".join(cells) + " |")
-    if llama_rows is not None and any(e["llama_s_tg"] is None for e in entries):
+    if any(p["s_tg"] is None for e in entries for p in e["peers"].values()):
         print()
         print("—: llama-batched-bench printed no row for that batch")
 
@@ -217,6 +249,8 @@ def main():
                     help="greta-vk (default: build/greta-vk under the repository root)")
     ap.add_argument("--llama-batched-bench", metavar="PATH",
                     help="llama.cpp's llama-batched-bench (default: %s on PATH, if there)" % LLAMA_TOOL)
+    ap.add_argument("--peer", action="append", metavar='"LABEL=PATH [VAR=VALUE ...]"',
+                    help="a llama-batched-bench build under a label, with environment variables (repeatable)")
     ap.add_argument("--no-llama", action="store_true", help="GRETA only, even if llama-batched-bench is on PATH")
     ap.add_argument("--llama-args", default="", metavar="ARGS",
                     help='more arguments for llama-batched-bench, e.g. "-ngl 99" (one string, shell-split)')
@@ -233,22 +267,26 @@ def main():
             raise ReportError("%s: no such file" % args.model)
         if not (os.path.isfile(args.greta) and os.access(args.greta, os.X_OK)):
             raise ReportError("%s: no greta-vk there (build it, or give --greta PATH)" % args.greta)
-        llama_path, llama_note = find_llama(args)
+        peers, peer_note = find_peers(args)
         greta_argv, greta_rows = run_greta(args)
-        llama_argv, llama_rows = run_llama(args, llama_path) if llama_path else (None, None)
+        peer_runs = []  # (label, env, argv, rows)
+        for label, path, env in peers:
+            argv, rows = run_llama(args, label, path, env)
+            peer_runs.append((label, env, argv, rows))
     except ReportError as e:
         print("batched_report: %s" % e, file=sys.stderr)
         sys.exit(1)
 
+    table_peers = [(label, rows) for label, _, _, rows in peer_runs]
     if args.json:
         json.dump({"model": args.model,
                    "greta": {"command": greta_argv, "rows": greta_rows},
-                   "llama_cpp": {"command": llama_argv, "rows": llama_rows} if llama_rows is not None
-                   else {"not_run": llama_note},
-                   "table": combine(greta_rows, llama_rows)}, sys.stdout, indent=2)
+                   "llama_cpp": [{"label": label, "env": env, "command": argv, "rows": rows}
+                                 for label, env, argv, rows in peer_runs] if peer_runs else {"not_run": peer_note},
+                   "table": combine(greta_rows, table_peers)}, sys.stdout, indent=2)
         print()
     else:
-        print_tables(args.model, greta_rows, llama_rows, llama_note)
+        print_tables(args.model, greta_rows, table_peers, peer_note)
 
 
 if __name__ == "__main__":
