@@ -195,7 +195,6 @@ public:
   // Records each step (host spans) and, while the backend profiles, each op (device spans) into `trace`; nullptr
   // stops. The trace must outlive the engine's use of it.
   void set_trace(Trace* trace) { trace_ = trace; }
-  Trace* trace() const { return trace_; }
 
   // The plan for steps of a bucket (n_tokens rounded up to one; built and prepared on first use); for tools that
   // inspect or profile plans.

@@ -114,9 +114,8 @@ int run_batched_bench(const Args& args) {
          e.kv_positions_available());
   e.reserve_kv(kv);  // the pool at its final size before anything is timed
   e.backend().set_profiling(profile);
-  trace.attach(e);
-  engine::Trace* const trace_sink = e.trace();
-  e.set_trace(nullptr);
+  trace.attach(e);      // profiling on where --trace asks for it
+  e.set_trace(nullptr);  // the trace takes the timed runs only (below)
   engine::Rng rng(1234);
   std::vector<BatchedRow> rows;
   for (int64_t p : npps)
@@ -124,7 +123,7 @@ int run_batched_bench(const Args& args) {
       for (int64_t b : npls) {
         // Warm-up with the measured shapes (the plans of every bucket prepared, clocks up) and a few decode steps.
         measure(e, p, std::min<int64_t>(g, 4), b, rng, false);
-        e.set_trace(trace_sink);
+        e.set_trace(trace.sink());
         rows.push_back(measure(e, p, g, b, rng, profile));
         e.set_trace(nullptr);
         if (output == "md" && rows.size() == 1) {

@@ -73,6 +73,8 @@ public:
   explicit TraceRequest(const Args& args);
   void attach(engine::Engine& engine);
   void write() const;
+  // The trace the engine writes into, or nullptr without --trace (for attaching it to part of a run).
+  engine::Trace* sink() { return path_.empty() ? nullptr : &trace_; }
 
 private:
   std::string path_;

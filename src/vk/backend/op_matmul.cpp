@@ -221,13 +221,14 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
 
   MatmulKernel kernel = e.matmul_kernel();
   const bool coopmat_ok = coopmat_matmul_usable(e.info(), e.features(), w.type);
+  // The automatic GEMM: F32 weights keep f32 activations (coopmat rounds both operands to f16).
+  const bool coopmat_auto = coopmat_ok && w.type != model::GgmlType::F32;
   // Decode (up to 4 or 8 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
-  if (matmul_uses_matvec(kernel, op, coopmat_ok && w.type != model::GgmlType::F32))
-    return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
+  if (matmul_uses_matvec(kernel, op, coopmat_auto)) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   if (const auto& forced = e.matmul_tuning().forced)  // greta-vk tune's candidates: the kernel comes with the tile
     kernel = forced->kernel == GemmKernel::coopmat ? MatmulKernel::coopmat : MatmulKernel::tiled;
-  else if (kernel == MatmulKernel::automatic)  // F32 weights keep f32 activations: coopmat rounds both operands to f16
-    kernel = w.type != model::GgmlType::F32 && coopmat_ok ? MatmulKernel::coopmat : MatmulKernel::tiled;
+  else if (kernel == MatmulKernel::automatic)
+    kernel = coopmat_auto ? MatmulKernel::coopmat : MatmulKernel::tiled;
   if (kernel == MatmulKernel::coopmat && !coopmat_ok)
     fail("vk: the cooperative-matrix matmul was requested, but ", e.info().name,
          " (or this build) has no 16x16x16 f16 cooperative matrices");
