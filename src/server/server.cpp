@@ -224,13 +224,14 @@ struct Server::Impl {
       Clock::time_point last_write = Clock::now();
       std::deque<engine::RequestEvent> events;
       std::vector<std::string> chunks;
+      bool counted = false;  // in greta:request_success_total
     };
     auto progress = std::make_shared<Progress>();
     const bool stream = r.stream;
     const std::string path = req.path;
     res.set_chunked_content_provider(
         stream ? "text/event-stream" : "application/json",
-        [job, response, progress, stream](size_t, httplib::DataSink& sink) {
+        [this, job, response, progress, stream](size_t, httplib::DataSink& sink) {
           const auto send = [&](const std::string& text) {
             if (!sink.write(text.data(), text.size())) return false;
             progress->last_write = Clock::now();
@@ -248,6 +249,12 @@ struct Server::Impl {
           for (const std::string& c : progress->chunks)
             if (!send(stream ? "data: " + c + "\n\n" : c)) return false;
           if (!more) {
+            // Counted before its last bytes go out, so a client that reads /metrics after them sees it (counted in
+            // the releaser below, after the response, a client could read the count without it).
+            if (response->finished()) {
+              metrics.request_succeeded(response->finish_reason());
+              progress->counted = true;
+            }
             if (stream && !response->failed() && !send("data: [DONE]\n\n")) return false;
             if (!stream && !send(response->failed() ? dump(ApiError{500, response->error(), "", ""}.to_json())
                                                     : dump(response->final_json())))
@@ -262,7 +269,7 @@ struct Server::Impl {
             return false;
           return true;
         },
-        [this, job, response, path, id](bool) {
+        [this, job, response, progress, path, id](bool) {
           bool ended;
           {
             std::lock_guard lock(job->mutex);
@@ -272,8 +279,11 @@ struct Server::Impl {
           const engine::RequestUsage& u = response->usage();
           const char* outcome = response->failed() ? "failed" : response->finished() ? response->finish_reason().c_str()
                                                                                     : "cancelled";
-          if (response->finished()) metrics.request_succeeded(response->finish_reason());
-          else if (response->failed()) metrics.request_failed("500");
+          if (response->finished()) {
+            if (!progress->counted) metrics.request_succeeded(response->finish_reason());
+          } else if (response->failed()) {
+            metrics.request_failed("500");
+          }
           log("greta-vk serve: %s %s prompt %lld (cached %lld) completion %lld, queued %.0f ms, prefill %.0f ms, "
               "decode %.0f ms, total %.0f ms: %s\n",
               id.c_str(), path.c_str(), static_cast<long long>(u.prompt_tokens), static_cast<long long>(u.cached_tokens),
