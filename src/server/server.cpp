@@ -246,15 +246,15 @@ struct Server::Impl {
           const bool more = job->take_events(progress->events, kHeartbeat);
           progress->chunks.clear();
           for (const auto& ev : progress->events) response->on_event(ev, progress->chunks);
+          // Counted as soon as it finishes, before its last bytes go out: a client that reads /metrics after them
+          // sees it (counted after the response, it could read the count without it).
+          if (response->finished() && !progress->counted) {
+            metrics.request_succeeded(response->finish_reason());
+            progress->counted = true;
+          }
           for (const std::string& c : progress->chunks)
             if (!send(stream ? "data: " + c + "\n\n" : c)) return false;
           if (!more) {
-            // Counted before its last bytes go out, so a client that reads /metrics after them sees it (counted in
-            // the releaser below, after the response, a client could read the count without it).
-            if (response->finished()) {
-              metrics.request_succeeded(response->finish_reason());
-              progress->counted = true;
-            }
             if (stream && !response->failed() && !send("data: [DONE]\n\n")) return false;
             if (!stream && !send(response->failed() ? dump(ApiError{500, response->error(), "", ""}.to_json())
                                                     : dump(response->final_json())))
@@ -269,7 +269,7 @@ struct Server::Impl {
             return false;
           return true;
         },
-        [this, job, response, progress, path, id](bool) {
+        [this, job, response, path, id](bool) {
           bool ended;
           {
             std::lock_guard lock(job->mutex);
@@ -279,11 +279,7 @@ struct Server::Impl {
           const engine::RequestUsage& u = response->usage();
           const char* outcome = response->failed() ? "failed" : response->finished() ? response->finish_reason().c_str()
                                                                                     : "cancelled";
-          if (response->finished()) {
-            if (!progress->counted) metrics.request_succeeded(response->finish_reason());
-          } else if (response->failed()) {
-            metrics.request_failed("500");
-          }
+          if (!response->finished() && response->failed()) metrics.request_failed("500");
           log("greta-vk serve: %s %s prompt %lld (cached %lld) completion %lld, queued %.0f ms, prefill %.0f ms, "
               "decode %.0f ms, total %.0f ms: %s\n",
               id.c_str(), path.c_str(), static_cast<long long>(u.prompt_tokens), static_cast<long long>(u.cached_tokens),
