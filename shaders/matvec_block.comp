@@ -104,8 +104,9 @@ layout(push_constant) uniform Push {
 #endif
 
 const uint MAX_ROWS = 8;
+const uint MAX_PAIRS = 16;  // ROWS * TOKENS (the host keeps to it)
 const uint MAX_SUBGROUPS = 64;
-shared float partial[MAX_ROWS * MAX_SUBGROUPS];
+shared float partial[MAX_PAIRS * MAX_SUBGROUPS];
 shared float partial_ss[MAX_SUBGROUPS];  // IN_RMSNORM: the sum of squares per subgroup
 
 #if !defined(X_Q8)
@@ -200,12 +201,22 @@ float mv_dot(uint codes, float bias, const MvAct a, uint j) {
   return a.d[j] * float(dotPacked4x8EXT(int(codes), int(a.q[j])) - int(bias) * a.s[j]);
 }
 float mv_xsum_group(const MvAct a, uint j) { return a.d[j] * float(a.s[j]); }
+// mv_dot(c0, .., j0) + mv_dot(c1, .., j1) for two groups of one 32-element activation block (one scale): the integer
+// dot products are added before the one conversion and scaling. A multi-token matvec repeats this per row and
+// token, so the conversion and multiply it saves are a fifth of its per-token work on Q4_K.
+float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0, uint j1) {
+  const int q = dotPacked4x8EXT(int(c0), int(a.q[j0])) + dotPacked4x8EXT(int(c1), int(a.q[j1]));
+  return a.d[j0] * float(q - int(bias) * (a.s[j0] + a.s[j1]));
+}
 #else
 struct MvAct {
   vec4 v[MV_NX];
 };
 float mv_dot(uint codes, float bias, const MvAct a, uint j) { return dot(mv_bytes(codes, bias), a.v[j]); }
 float mv_xsum_group(const MvAct a, uint j) { return mv_sum(a.v[j]); }
+float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0, uint j1) {
+  return mv_dot(c0, bias, a, j0) + mv_dot(c1, bias, a, j1);
+}
 #endif
 
 // ---- per type ----------------------------------------------------------------------------------------------------
@@ -224,7 +235,7 @@ vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint b = row_byte + 18u * (s >> 2);
   const uint q = mv_load4(b + 2u + 4u * (s & 3u));
-  return mv_f16(b) * (mv_dot(q & 0x0F0F0F0Fu, 8.0, a, 0) + mv_dot((q >> 4) & 0x0F0F0F0Fu, 8.0, a, 1));
+  return mv_f16(b) * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 8.0, a, 0, 1);
 }
 
 #elif defined(WTYPE_Q4_1)
@@ -233,7 +244,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint w = (row_byte + 20u * (s >> 2)) >> 2;
   const vec2 dm = unpackHalf2x16(weight_words[w]);
   const uint q = weight_words[w + 1u + (s & 3u)];
-  return dm.x * (mv_dot(q & 0x0F0F0F0Fu, 0.0, a, 0) + mv_dot((q >> 4) & 0x0F0F0F0Fu, 0.0, a, 1)) + dm.y * xsum.x;
+  return dm.x * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 0.0, a, 0, 1) + dm.y * xsum.x;
 }
 
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
@@ -253,7 +264,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #endif
   const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
   const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-  const float dot_q = mv_dot(lo, bias, a, 0) + mv_dot(hi, bias, a, 1);
+  const float dot_q = mv_dot2(lo, hi, bias, a, 0, 1);
 #if defined(WTYPE_Q5_0)
   return mv_f16(b) * dot_q;
 #else
@@ -291,7 +302,7 @@ float mv_lut_dot(uint q, const MvAct a) {
   const uint p2 = mv_lut_pairs[(q >> 16) & 0xFFu], p3 = mv_lut_pairs[q >> 24];
   const uint g0 = (p0 & 0xFFu) | ((p1 & 0xFFu) << 8) | ((p2 & 0xFFu) << 16) | ((p3 & 0xFFu) << 24);
   const uint g1 = (p0 >> 8) | (p1 & 0xFF00u) | ((p2 & 0xFF00u) << 8) | ((p3 & 0xFF00u) << 16);
-  return mv_dot(g0, MV_LUT_BIAS, a, 0) + mv_dot(g1, MV_LUT_BIAS, a, 1);
+  return mv_dot2(g0, g1, MV_LUT_BIAS, a, 0, 1);
 }
 
 #if defined(WTYPE_IQ4_NL)
@@ -336,7 +347,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;
   const float bias = 128.0;
 #endif
-  return mv_f16(b) * (mv_dot(q0, bias, a, 0) + mv_dot(q1, bias, a, 1));
+  return mv_f16(b) * mv_dot2(q0, q1, bias, a, 0, 1);
 }
 #endif
 
@@ -372,8 +383,8 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   lo0 |= (h0 & 0x01010101u) << 4, lo1 |= (h1 & 0x01010101u) << 4;
   hi0 |= (h0 & 0x02020202u) << 3, hi1 |= (h1 & 0x02020202u) << 3;
 #endif
-  const float lo = mv_dot(lo0, 0.0, a, 0) + mv_dot(lo1, 0.0, a, 1);
-  const float hi = mv_dot(hi0, 0.0, a, 2) + mv_dot(hi1, 0.0, a, 3);
+  const float lo = mv_dot2(lo0, lo1, 0.0, a, 0, 1);
+  const float hi = mv_dot2(hi0, hi1, 0.0, a, 2, 3);
   return (dm.x * mv_float(sc2 & 0xFFu)) * lo - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
          (dm.x * mv_float(sc2 >> 8)) * hi - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
 }
@@ -448,13 +459,16 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #endif
 #endif
 
-// Several tokens per workgroup (spec constant 4, TOKENS, a power of two with ROWS * TOKENS <= 8, plain input only):
-// workgroup y takes tokens y * TOKENS .. + TOKENS - 1 and every slot's weight words are read once for all of them
-// (each token's mv_slot_dot repeats the same loads from the readonly weights: the compiler merges them), so a step of
-// B decode tokens reads the weights B / TOKENS times instead of B times. Per-(row, token) partial sums are named
-// variables acc<row><token> (spec-constant conditions drop the unused ones) rather than an array indexed in loops
-// bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp). The pairs that exist:
-// token 0 with rows 0..7, token 1 with rows 0..3, tokens 2-3 with rows 0..1, tokens 4..7 with row 0.
+// Several tokens per workgroup (spec constant 4, TOKENS, a power of two with ROWS * TOKENS <= MAX_PAIRS, plain input
+// only): workgroup y takes tokens y * TOKENS .. + TOKENS - 1 and every slot's weight words are read once for all of
+// them (each token's mv_slot_dot repeats the same loads and scale decoding from the readonly weights: the compiler
+// merges them; pairs are listed row by row so that one row's decoded words serve all tokens before the next row's),
+// so a step of B decode tokens reads the weights B / TOKENS times instead of B times. Each token's activations are
+// loaded once per slot for the ROWS rows: more rows per workgroup spread those loads (and the code sums) over more
+// dot products, which is what a multi-token step's cost per token comes down to (op_matvec.cpp). Per-(row, token)
+// partial sums are named variables acc<row><token> (spec-constant conditions drop the unused ones) rather than an
+// array indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp). The
+// pairs that exist: rows 0-1 with tokens 0..7, rows 2-3 with tokens 0..3, rows 4..7 with tokens 0-1.
 layout(constant_id = 4) const uint TOKENS = 1;
 #define ROW_DOT(r, u) \
   if (r < ROWS && u < TOKENS)                                                                                     \
@@ -464,9 +478,10 @@ layout(constant_id = 4) const uint TOKENS = 1;
     const float v = subgroupAdd(acc##r##u);                                                      \
     if (subgroupElect()) partial[(r * TOKENS + u) * MAX_SUBGROUPS + gl_SubgroupID] = v;         \
   }
-#define FOR_PAIRS(M)                                                                             \
-  M(0, 0) M(1, 0) M(2, 0) M(3, 0) M(4, 0) M(5, 0) M(6, 0) M(7, 0) M(0, 1) M(1, 1) M(2, 1) M(3, 1) \
-  M(0, 2) M(1, 2) M(0, 3) M(1, 3) M(0, 4) M(0, 5) M(0, 6) M(0, 7)
+#define FOR_PAIRS(M)                                                                                     \
+  M(0, 0) M(0, 1) M(0, 2) M(0, 3) M(0, 4) M(0, 5) M(0, 6) M(0, 7) M(1, 0) M(1, 1) M(1, 2) M(1, 3) M(1, 4) \
+  M(1, 5) M(1, 6) M(1, 7) M(2, 0) M(2, 1) M(2, 2) M(2, 3) M(3, 0) M(3, 1) M(3, 2) M(3, 3) M(4, 0) M(4, 1) \
+  M(5, 0) M(5, 1) M(6, 0) M(6, 1) M(7, 0) M(7, 1)
 #define FOR_TOKENS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
 #define DECLARE_ACC(r, u) float acc##r##u = 0.0;
 // Token u's row of activations (past the last token of the group: the last one again, never used).

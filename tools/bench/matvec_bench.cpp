@@ -1,10 +1,11 @@
 // vk_matvec_bench / hip_matvec_bench (one source, GRETA_BENCH_HIP = 0 / 1): the decode matmul (one token:
-// out[r] = dot(weight row r, x)) for every weight type, on the matvec kernel. GB/s = weight bytes / time (the
-// activations, (rows + cols) * 4 bytes, are not counted), and its fraction of the bandwidth ceiling: on Vulkan the
-// shader copy measured in the same run (read + write), on HIP the peak memory bandwidth the plugin reports
-// (GretaHipDeviceInfo::memory_gbps; the plugin exposes no copy to measure). See op_bench.h for validation and
-// timing; matrices of more than 512 rows are checked against the CPU at 512 rows. hip_matvec_bench without a HIP
-// device: one line "hip_matvec_bench: no HIP device (...)", exit 0 (exit 1 with --require-device).
+// out[r] = dot(weight row r, x); with --tokens N, the N tokens of a batched decode step at once) for every weight
+// type, on the matvec kernel. GB/s = weight bytes / time (the activations, (rows + cols) * 4 bytes per token, are not
+// counted), and its fraction of the bandwidth ceiling: on Vulkan the shader copy measured in the same run (read +
+// write), on HIP the peak memory bandwidth the plugin reports (GretaHipDeviceInfo::memory_gbps; the plugin exposes
+// no copy to measure). See op_bench.h for validation and timing; matrices of more than 512 rows are checked against
+// the CPU at 512 rows. hip_matvec_bench without a HIP device: one line "hip_matvec_bench: no HIP device (...)", exit
+// 0 (exit 1 with --require-device).
 #include <cstdio>
 
 #include "core/error.h"
@@ -26,24 +27,26 @@ const cli::OptionSpec k_options[] = {
     {"rows", "r", true, "weight rows (output features); with --cols picks one shape (the other defaults to 4096)"},
     {"cols", "c", true, "weight columns (input features)"},
     {"types", "t", true, "comma-separated weight types (default: all 13)"},
+    {"tokens", "n", true, "comma-separated token counts per matvec (default 1): a batched decode step's"},
     k_require_device_option,
 };
 
-OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols) {
+OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols, int64_t tokens) {
   OpSpec spec;
-  spec.shape = shape_name({rows, cols});
+  spec.shape = tokens == 1 ? shape_name({rows, cols}) : shape_name({tokens, rows, cols});
   spec.type = model::type_name(type);
   spec.kernel = vk::MatmulKernel::matvec;  // Vulkan: force the decode kernel (HIP picks it for one token anyway)
-  if (rows > k_check_rows) spec.checked_shape = shape_name({k_check_rows, cols});
+  if (rows > k_check_rows)
+    spec.checked_shape = tokens == 1 ? shape_name({k_check_rows, cols}) : shape_name({tokens, k_check_rows, cols});
   spec.build = [=](bool checked) {
     const int64_t n = checked ? std::min(rows, k_check_rows) : rows;
     engine::OpCase c(1, 1);
-    const engine::BufferId x = c.input("x", cols, 1);
-    const engine::BufferId y = c.output("y", n);
+    const engine::BufferId x = c.input("x", tokens * cols, 1);
+    const engine::BufferId y = c.output("y", tokens * n);
     // What is validated has random rows throughout; big timed matrices repeat 61 random rows (op_bench.h).
     const engine::WeightId w =
         n <= k_check_rows ? c.weight("w", type, n, cols, 2) : repeated_weight(c, "w", type, n, cols, 2);
-    c.add("matvec", engine::MatMulOp{x, y, w, 1, cols, n});
+    c.add("matvec", engine::MatMulOp{x, y, w, tokens, cols, n});
     return Built{std::move(c), y};
   };
   return spec;
@@ -52,8 +55,8 @@ OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols) {
 int run(int argc, char** argv) {
   OpBenchOptions options;
   const auto args = parse_op_options(argc, argv, k_name,
-                                     "Decode matmul (1 token) per weight type: GB/s of weights, % of the bandwidth "
-                                     "ceiling.",
+                                     "Decode matmul (1 token, or --tokens) per weight type: GB/s of weights, % of "
+                                     "the bandwidth ceiling.",
                                      k_options, options);
   if (!args) return 0;
   GretaHipDeviceInfo hip_info{};
@@ -63,6 +66,9 @@ int run(int argc, char** argv) {
   if (bench->small_shapes()) shapes = {{512, 1024}, {256, 2048}};
   if (args->has("rows") || args->has("cols")) shapes = {{args->get_int("rows", 4096), args->get_int("cols", 4096)}};
   const auto types = parse_types(args->get("types", k_all_types));
+  const std::vector<int64_t> token_counts = parse_ints(args->get("tokens", "1"), "tokens");
+  for (int64_t n : token_counts)
+    if (n < 1 || n > 64) fail("--tokens: expected counts 1..64, got ", n);
 
   for (const auto& shape : shapes) {
     const int64_t rows = shape[0], cols = shape[1];
@@ -74,11 +80,13 @@ int run(int argc, char** argv) {
                         "-element blocks need cols to be a multiple of ", block));
         continue;
       }
-      Result r = bench->run(matvec_spec(type, rows, cols));
-      const double bytes = double(model::row_bytes(type, uint64_t(cols))) * double(rows);
-      const double gbps = bytes / r.seconds * 1e-9;
-      r.columns = {{"weights MiB", bytes / 1048576.0}, {"GB/s", gbps}, bench->percent_of_copy(gbps)};
-      bench->add(std::move(r));
+      for (int64_t tokens : token_counts) {
+        Result r = bench->run(matvec_spec(type, rows, cols, tokens));
+        const double bytes = double(model::row_bytes(type, uint64_t(cols))) * double(rows);
+        const double gbps = bytes / r.seconds * 1e-9;
+        r.columns = {{"weights MiB", bytes / 1048576.0}, {"GB/s", gbps}, bench->percent_of_copy(gbps)};
+        bench->add(std::move(r));
+      }
     }
   }
   bench->note("GB/s counts the weight bytes read once per run; weights smaller than the GPU's last-level cache may "

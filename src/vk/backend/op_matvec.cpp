@@ -47,6 +47,21 @@ std::optional<ShaderId> route_shader(model::GgmlType type) {
   }
 }
 
+// Rows per workgroup of matvec_block when it takes several tokens (rows x tokens <= 16, the kernel's accumulators).
+// Each token's activations are loaded once per slot for all of a workgroup's rows, so more rows share those loads,
+// where the registers hold them and the grid keeps enough workgroups. 4 rows at 2 and 4 tokens only where that was
+// measured to pay; on the H200, us per matvec at 2 / 4 tokens on 2 and 4 rows (docs/benchmarks.md):
+//   Q4_0 14336x4096 29.9 / 42.2 -> 27.3 / 38.3, 4096x11008 24.8 / 33.7 -> 23.7 / 31.9
+//   Q4_K 14336x4096 34.6 / 52.0 -> 32.8 / 48.1, 4096x14336 36.2 / 52.5 -> 34.6 / 54.3 (so only from 8192 rows)
+//   Q8_0 14336x4096 32.0 / 43.3 -> 32.2 / 46.1; Q6_K (four scales and runs per slot: 96 registers at 4 x 4)
+//   44.7 / 69.2 -> 43.4 / 76.0.
+uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
+  if (tokens > 4) return 2;
+  if (type == model::GgmlType::Q4_0 && rows >= 4096) return 4;
+  if (type == model::GgmlType::Q4_K && rows >= 8192) return 4;
+  return 2;
+}
+
 }  // namespace
 
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info) {
@@ -139,14 +154,16 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
   // takes 4 rows: half the workgroups, half that work.
   uint32_t local = 128, rows_per_group = input >= kInSwiglu ? 4 : 2;
-  if (const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info())) std::tie(local, rows_per_group) = *shape;
+  const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info());
+  if (shape) std::tie(local, rows_per_group) = *shape;
   // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
-  // largest power of two up to 8 that divides the step (buckets are powers of two), rows cut so rows x tokens <= 8;
-  // fused f32 inputs (rmsnorm, swiglu) keep one token per workgroup.
+  // largest power of two up to 8 that divides the step (buckets are powers of two); fused f32 inputs (rmsnorm,
+  // swiglu) keep one token per workgroup.
   uint32_t tokens_per_group = 1;
   if ((q8 || block) && input == kInPlain)
     while (tokens_per_group < 8 && op.n_tokens % (2 * tokens_per_group) == 0) tokens_per_group *= 2;
-  rows_per_group = std::max<uint32_t>(1, std::min(rows_per_group, 8 / tokens_per_group));
+  if (tokens_per_group > 1 && !shape) rows_per_group = multi_token_rows(w.type, op.out_features, tokens_per_group);
+  rows_per_group = std::max<uint32_t>(1, std::min({rows_per_group, 8u, 16 / tokens_per_group}));
   const BufferSpan out = e.buffer(op.out);
   BufferSpan bias = out;  // a stand-in binding when there is no bias (BIAS off: never read)
   if (args.bias) {
@@ -191,7 +208,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     encode_moe_route(e, *route);
   }
   if (args.bias) e.note_variant("fused bias");
-  if (tokens_per_group > 1) e.note_variant(cat(tokens_per_group, " tokens per workgroup"));
+  if (tokens_per_group > 1) e.note_variant(cat(tokens_per_group, " tokens x ", rows_per_group, " rows per workgroup"));
   if (args.accumulate) e.note_variant("fused residual add (y += W x)");
   if (fused_input == kInRmsNorm) e.note_variant("fused rmsnorm input");
   if (fused_input == kInSwiglu) e.note_variant("fused swiglu input");
