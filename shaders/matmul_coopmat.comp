@@ -45,6 +45,9 @@ layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
 #if defined(WTYPE_F16) || defined(WTYPE_Q4_K)
 layout(binding = 0) readonly buffer WeightVec { uvec4 weight_vec[]; };  // the same buffer in 16-byte words
 #endif
+#if defined(WTYPE_Q4_K)
+layout(binding = 0) readonly buffer WeightPair { uvec2 weight_pair[]; };  // and in 8-byte words
+#endif
 #if defined(X_F16)
 // X already f16 (convert_f16.comp), 8 halves per uvec4; the host rounds the buffer up to whole uvec4.
 layout(binding = 1) readonly buffer X { uvec4 xh[]; };
@@ -176,8 +179,10 @@ Raw load_w_raw(uint row, uint k) {
   // and the 2 words of the 8 elements' codes.
   const uint blk = (row >> 4) + (k >> 8) * 9u, j = k & 255u;
   r.a = weight_vec[blk];
+  // The codes' word q0 is even (j % 8 == 0): one 8-byte load, not two of 4 (fewer load instructions per staged weight
+  // is what the 16-token GEMM waits on: docs/benchmarks.md).
   const uint q0 = blk * 4u + 4u + 8u * (j >> 6) + ((j & 31u) >> 2);
-  r.b.xy = uvec2(weight_words[q0], weight_words[q0 + 1u]);
+  r.b.xy = weight_pair[q0 >> 1];
 #elif defined(WTYPE_Q8_0)
   // Q8_0 blocks of 34 bytes are 2-byte aligned: the word holding d, and the 3 words covering qs[j .. j + 7].
   const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
