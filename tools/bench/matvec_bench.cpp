@@ -33,14 +33,17 @@ const cli::OptionSpec k_options[] = {
 
 OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols, int64_t tokens) {
   OpSpec spec;
-  spec.shape = tokens == 1 ? shape_name({rows, cols}) : shape_name({tokens, rows, cols});
+  // "ROWSxCOLS" for one token, "TOKENSxROWSxCOLS" for several.
+  const auto name = [tokens, cols](int64_t r) {
+    return tokens == 1 ? shape_name({r, cols}) : shape_name({tokens, r, cols});
+  };
+  spec.shape = name(rows);
   spec.type = model::type_name(type);
   spec.kernel = vk::MatmulKernel::matvec;  // Vulkan: force the decode kernel (HIP picks it for one token anyway)
-  if (rows > k_check_rows)
-    spec.checked_shape = tokens == 1 ? shape_name({k_check_rows, cols}) : shape_name({tokens, k_check_rows, cols});
+  if (rows > k_check_rows) spec.checked_shape = name(k_check_rows);
   spec.build = [=](bool checked) {
     const int64_t n = checked ? std::min(rows, k_check_rows) : rows;
-    engine::OpCase c(1, 1);
+    engine::OpCase c(tokens, tokens);  // one step of `tokens` tokens
     const engine::BufferId x = c.input("x", tokens * cols, 1);
     const engine::BufferId y = c.output("y", tokens * n);
     // What is validated has random rows throughout; big timed matrices repeat 61 random rows (op_bench.h).
