@@ -6,11 +6,16 @@
 //   2 SwiGluOai  x = min(g, limit), y = clamp(u, -limit, limit): x / (1 + exp(-alpha x)) * (y + 1)   (gpt-oss)
 // tanh is evaluated as sign(z) (1 - e^(-2|z|)) / (1 + e^(-2|z|)), which cannot overflow for large |z|.
 // Grid-stride loop. `out` may alias `gate`.
+// F16_OUT (spec constant 2, count % 4 == 0): 4 elements per invocation, also written as f16 (round to nearest even,
+// as convert_f16.comp) into binding 3: the cooperative-matrix GEMM that reads the product (the down projection) takes
+// that copy and needs no conversion dispatch of its own (OpEncoder::f16_target).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
+layout(constant_id = 2) const bool F16_OUT = false;
 layout(binding = 0) readonly buffer Gate { float gate[]; };
 layout(binding = 1) readonly buffer Up { float up[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
+layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound to `out` again without F16_OUT
 layout(push_constant) uniform Push { uint count; float alpha; float limit; } pc;
 
 #extension GL_GOOGLE_include_directive : require
@@ -29,5 +34,14 @@ float act(float g, float u) {
 
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
+  if (F16_OUT) {
+    for (uint i = gl_GlobalInvocationID.x; i < pc.count / 4u; i += stride) {
+      vec4 v;
+      for (uint j = 0; j < 4u; ++j) v[j] = act(gate[4u * i + j], up[4u * i + j]);
+      for (uint j = 0; j < 4u; ++j) y[4u * i + j] = v[j];
+      h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+    }
+    return;
+  }
   for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += stride) y[i] = act(gate[i], up[i]);
 }

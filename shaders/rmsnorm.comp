@@ -1,31 +1,58 @@
 #version 450
 // RMSNorm: out[r, :] = in[in_row_offset + r, :] / sqrt(mean(in row^2) + eps) * weight, for r < rows.
-// One workgroup per row (grid-stride over rows); the sum of squares is reduced through shared memory, so any
-// workgroup size (spec constant 0, a power of two) works on any subgroup size. `in` and `out` may be the same buffer
-// (each thread reads its elements before the barrier that precedes every write).
+// One workgroup per row (grid-stride over rows). Each invocation sums the squares of its elements (whole vec4 when
+// width % 4 == 0), the sums are added per subgroup, then every invocation adds the subgroups' sums from shared memory:
+// one barrier per row, where a shared-memory tree over the workgroup took log2(size) (8 at 256 invocations). Any
+// power-of-two workgroup size (spec constant 0) on any subgroup size. `in` and `out` may be the same buffer (each
+// invocation reads its elements before the barrier that precedes every write).
+// F16_OUT (spec constant 1, width % 4 == 0): the row is also written as f16 (round to nearest even, as
+// convert_f16.comp) into binding 3 at row r: the cooperative-matrix GEMMs that read the norm take that copy and need no
+// conversion dispatch of their own (OpEncoder::f16_target).
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const bool F16_OUT = false;
 layout(binding = 0) readonly buffer In { float x[]; };
+layout(binding = 0) readonly buffer In4 { vec4 x4[]; };
 layout(binding = 1) readonly buffer Weight { float w[]; };
+layout(binding = 1) readonly buffer Weight4 { vec4 w4[]; };
 layout(binding = 2) buffer Out { float y[]; };
+layout(binding = 2) buffer Out4 { vec4 y4[]; };
+layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound to `out` again without F16_OUT
 layout(push_constant) uniform Push { uint in_row_offset; uint rows; uint width; float eps; } pc;
 
-shared float partial[gl_WorkGroupSize.x];
+shared float subgroup_sums[gl_WorkGroupSize.x];  // one per subgroup (at most as many as invocations)
 
 void main() {
   const uint tid = gl_LocalInvocationID.x, n = gl_WorkGroupSize.x;
+  const bool vec = (pc.width & 3u) == 0u;
+  const uint width4 = pc.width / 4u;
   for (uint row = gl_WorkGroupID.x; row < pc.rows; row += gl_NumWorkGroups.x) {
-    const uint base = (pc.in_row_offset + row) * pc.width;
+    const uint base = (pc.in_row_offset + row) * pc.width, out_base = row * pc.width;
     float sum = 0.0;
-    for (uint i = tid; i < pc.width; i += n) sum += x[base + i] * x[base + i];
-    partial[tid] = sum;
-    barrier();
-    for (uint s = n / 2; s > 0; s >>= 1) {
-      if (tid < s) partial[tid] += partial[tid + s];
-      barrier();
+    if (vec) {
+      for (uint i = tid; i < width4; i += n) {
+        const vec4 v = x4[base / 4u + i];
+        sum += dot(v, v);
+      }
+    } else {
+      for (uint i = tid; i < pc.width; i += n) sum += x[base + i] * x[base + i];
     }
-    const float scale = inversesqrt(partial[0] / float(pc.width) + pc.eps);
-    const uint out_base = row * pc.width;
-    for (uint i = tid; i < pc.width; i += n) y[out_base + i] = x[base + i] * scale * w[i];
-    barrier();  // partial[0] is read above before the next row overwrites it
+    sum = subgroupAdd(sum);
+    if (subgroupElect()) subgroup_sums[gl_SubgroupID] = sum;
+    barrier();
+    float total = 0.0;
+    for (uint s = 0; s < gl_NumSubgroups; ++s) total += subgroup_sums[s];
+    const float scale = inversesqrt(total / float(pc.width) + pc.eps);
+    if (vec) {
+      for (uint i = tid; i < width4; i += n) {
+        const vec4 v = x4[base / 4u + i] * scale * w4[i];
+        y4[out_base / 4u + i] = v;
+        if (F16_OUT) h[out_base / 4u + i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+      }
+    } else {
+      for (uint i = tid; i < pc.width; i += n) y[out_base + i] = x[base + i] * scale * w[i];
+    }
+    barrier();  // subgroup_sums is read above before the next row overwrites it
   }
 }

@@ -209,3 +209,56 @@ TEST_CASE_FIXTURE(VkFixture, "dispatch arguments are checked against the shader 
                        doctest::Contains("copy of 8 bytes into a span of 16"), greta::Error);
   CHECK_THROWS_WITH_AS(seq.submit(), doctest::Contains("before it was recorded"), greta::Error);
 }
+
+// F16_OUT of rmsnorm.comp and glu.comp (the f16 activations of the cooperative-matrix GEMM that reads their output,
+// made beside it: OpEncoder::f16_target): the f32 output is the same bits as without it, and the f16 copy is that
+// output rounded to nearest even (within one ulp, as a device may round its own way). Odd row counts and widths.
+TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output unchanged and its f16 copy") {
+  const uint32_t rows = 5, width = 132, n = rows * width;
+  const auto x = greta::test::random_floats(n, 41, -3.f, 3.f);
+  const auto w = greta::test::random_floats(width, 42, 0.5f, 1.5f);
+  const auto up = greta::test::random_floats(n, 43, -3.f, 3.f);
+  Buffer bx = alloc().create_buffer(n * 4ull, MemoryUse::device, "x");
+  Buffer bw = alloc().create_buffer(width * 4ull, MemoryUse::device, "w");
+  Buffer bu = alloc().create_buffer(n * 4ull, MemoryUse::device, "up");
+  Buffer plain = alloc().create_buffer(n * 4ull, MemoryUse::device, "plain");
+  Buffer out = alloc().create_buffer(n * 4ull, MemoryUse::device, "out");
+  Buffer half = alloc().create_buffer(n * 2ull, MemoryUse::device, "half");
+  xfer().upload(bx, x);
+  xfer().upload(bw, w);
+  xfer().upload(bu, up);
+  const auto check = [&](const char* what) {
+    CAPTURE(what);
+    const auto want = xfer().download<float>(plain, n);
+    const auto got = xfer().download<float>(out, n);
+    const auto h = xfer().download<uint16_t>(half, n);
+    size_t f32_off = 0, f16_off = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      f32_off += got[i] != want[i];
+      f16_off += std::abs(int(h[i]) - int(fp32_to_fp16(want[i]))) > 1;
+    }
+    CHECK(f32_off == 0);
+    CHECK(f16_off == 0);
+    CHECK(std::abs(want[7]) > 0.f);  // not a run that wrote nothing
+  };
+  const struct { uint32_t in_row_offset, rows, width; float eps; } norm_push{0, rows, width, 1e-5f};
+  for (uint32_t local : {32u, 64u, 256u}) {
+    CAPTURE(local);
+    const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}});
+    const auto& norm16 = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 1}});
+    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span()}, as_push(norm_push), {rows, 1, 1});
+    run_dispatch(ctx(), norm16, {bx.span(), bw.span(), out.span(), half.span()}, as_push(norm_push), {rows, 1, 1});
+    check("rmsnorm");
+  }
+  const struct { uint32_t count; float alpha, limit; } glu_push{n, 1.702f, 7.f};
+  for (uint32_t kind : {0u, 1u, 2u}) {
+    CAPTURE(kind);
+    const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
+    const auto& glu16 = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 1}});
+    run_dispatch(ctx(), glu, {bx.span(), bu.span(), plain.span(), plain.span()}, as_push(glu_push),
+                 {group_count(n, 64, 65535), 1, 1});
+    run_dispatch(ctx(), glu16, {bx.span(), bu.span(), out.span(), half.span()}, as_push(glu_push),
+                 {group_count(n / 4, 64, 65535), 1, 1});
+    check("glu");
+  }
+}

@@ -352,8 +352,18 @@ TEST_CASE("vk decode fusion: rope of q and k with the kv-cache writes in one dis
                 compare(rc.c, rc.k, 1e-8);
                 compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
               }
+  // A batched decode step (one token per sequence, up to 64) is fused too, over the engine's f16 cache.
+  {
+    auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, 37, 64, true, true, true, seed, engine::ElemType::F16);
+    const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-10);
+    CHECK_MESSAGE(has(kernels, "rope_q  rope_kv_f32_kvf16"), kernels);
+    CHECK_MESSAGE(has(kernels, "v_cache  (fused into rope_q)"), kernels);
+    compare(rc.c, rc.q, 1e-8);
+    compare(rc.c, rc.k, 1e-8);
+    compare(rc.c, rc.v_cache, 1e-10);
+  }
   // Prefill-sized steps keep the separate kernels.
-  auto rc = test::rope_kv_case(model::RopePairing::Adjacent, 5, 64, false, false, true, seed);
+  auto rc = test::rope_kv_case(model::RopePairing::Adjacent, 65, 64, false, false, true, seed);
   const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
   CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);
 }
@@ -387,7 +397,7 @@ TEST_CASE("vk decode fusion: per-head q/k norms, rope and the kv-cache writes in
             compare(rc.c, rc.v_cache, f16 ? 1e-10 : 1e-12);
           }
   // Prefill-sized steps keep the separate kernels.
-  auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, 5, 128, false, false, true, seed, engine::ElemType::F32,
+  auto rc = test::rope_kv_case(model::RopePairing::NeoxHalves, 65, 128, false, false, true, seed, engine::ElemType::F32,
                                false, true);
   const std::string kernels = compare_fused(rc.c, rc.k_cache, 1e-8);
   CHECK_MESSAGE(!has(kernels, "rope_kv"), kernels);

@@ -342,6 +342,40 @@ TEST_CASE("vk tiled matmul splits K when its grid is small and matches the CPU")
       }
 }
 
+// Split GEMMs side by side (GRETA_VK_GEMM_SPLIT=3 on every GEMM): gate and up of one input run in one stage, their
+// partials in regions of their own and their sums queued to a stage after it, before the GLU that reads both; V's sum
+// is recorded at the recording's end, after the GLU's stage. On both GEMM kernels (coopmat where the device has it),
+// 9 and 16 tokens (not the matvec's steps), partial tiles everywhere (101 and 37 rows).
+TEST_CASE("vk split-K GEMMs of one stage keep their partials apart and are summed before their readers") {
+  uint32_t seed = 880;
+  const bool coopmat = device_has_coopmat();
+  vk::test::ScopedEnv env("GRETA_VK_GEMM_SPLIT", "3");
+  for (vk::MatmulKernel kernel : {vk::MatmulKernel::tiled, vk::MatmulKernel::coopmat})
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0})
+      for (int64_t n : {int64_t(9), int64_t(16)}) {
+        if (kernel == vk::MatmulKernel::coopmat && !coopmat) continue;
+        const std::string type_name = model::type_name(type);
+        CAPTURE(int(kernel));
+        CAPTURE(type_name);
+        CAPTURE(n);
+        const int64_t cols = 768, ffn = 101, kv = 37;
+        OpCase c(n, 16);
+        const BufferId x = c.input("x", n * cols, seed++);
+        const BufferId gate = c.output("gate", n * ffn), up = c.output("up", n * ffn), v = c.output("v", n * kv);
+        const WeightId wg = c.weight("w_gate", type, ffn, cols, seed++), wu = c.weight("w_up", type, ffn, cols, seed++),
+                       wv = c.weight("w_v", type, kv, cols, seed++);
+        c.add("ffn_gate", MatMulOp{x, gate, wg, n, cols, ffn});
+        c.add("ffn_up", MatMulOp{x, up, wu, n, cols, ffn});
+        c.add("attn_v", MatMulOp{x, v, wv, n, cols, kv});
+        c.add("ffn_glu", GluOp{gate, up, gate, n * ffn, GluKind::SiLU});
+        std::string kernels;
+        compare(c, gate, 1e-9, kernel, 2e-6, &kernels);
+        CHECK_MESSAGE(has(kernels, "split-K 3"), kernels);
+        CHECK_MESSAGE(has(kernels, kernel == vk::MatmulKernel::coopmat ? "matmul_coopmat" : "matmul_tiled"), kernels);
+        compare(c, v, 1e-9, kernel, 2e-6);
+      }
+}
+
 // Cooperative-matrix devices only.
 TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the fused residual add)") {
   if (!device_has_coopmat()) {

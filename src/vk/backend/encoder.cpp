@@ -127,6 +127,17 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols
   return {f16_span_.buffer, f16_span_.offset, bytes};
 }
 
+BufferSpan OpEncoder::f16_target(engine::BufferId id, uint64_t rows, uint64_t cols) {
+  const uint64_t elems = rows * cols;
+  GRETA_CHECK(elems > 0 && cols % 4 == 0, "f16 copy of ", rows, " x ", cols, " values");
+  const uint64_t bytes = (elems * 2 + 15) / 16 * 16;
+  if (f16_span_.size < bytes) f16_span_ = scratch_buffer(bytes, "f16 activations");
+  barrier();  // GEMMs recorded earlier may still read the previous copy
+  f16_of_.reset();
+  f16_pending_ = {id, elems};
+  return {f16_span_.buffer, f16_span_.offset, elems * 2};
+}
+
 OpEncoder::MoeGroups OpEncoder::moe_groups(engine::BufferId experts, uint32_t slots, uint32_t n_experts,
                                             uint32_t bm) {
   const GroupsKey key{experts, slots, n_experts, bm};
@@ -146,8 +157,35 @@ OpEncoder::MoeGroups OpEncoder::moe_groups(engine::BufferId experts, uint32_t sl
 }
 
 BufferSpan OpEncoder::gemm_partials(uint64_t bytes) {
-  if (partials_span_.size < bytes) partials_span_ = scratch_buffer(bytes, "split-K partials");
-  return {partials_span_.buffer, partials_span_.offset, bytes};
+  if (partials_used_ == partials_.size()) partials_.emplace_back();
+  BufferSpan& region = partials_[partials_used_++];
+  // A larger buffer replaces a small one: the dispatches recorded with the old one keep it (constants live as long as
+  // the plan), and it was last read by sums before a flush's barrier.
+  if (region.size < bytes) region = scratch_buffer(bytes, "split-K partials");
+  return {region.buffer, region.offset, bytes};
+}
+
+void OpEncoder::add_split_sum(BufferSpan out, BufferSpan partials, uint32_t count, uint64_t elems, uint64_t stride) {
+  split_sums_.push_back({out, partials, count, elems, stride, label_});
+}
+
+bool OpEncoder::flush_split_sums() {
+  if (split_sums_.empty()) return false;
+  barrier();
+  const std::string label = label_;
+  for (const SplitSum& s : split_sums_) {
+    const struct { uint32_t count, partials, stride; } push{to_u32(int64_t(s.elems), "split-K partial elements"),
+                                                            s.count, to_u32(int64_t(s.stride), "split-K stride")};
+    const auto& add = pipeline(ShaderId::add_splits_f32, {{0, kElementwiseWorkgroup}});
+    label_ = s.label;
+    dispatch(add, {BufferSpan{s.out.buffer, s.out.offset, s.elems * 4}, s.partials}, as_push(push),
+             {groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+  }
+  label_ = label;
+  split_sums_.clear();
+  partials_used_ = 0;
+  barrier();
+  return true;
 }
 
 BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {
@@ -262,6 +300,11 @@ void append_glu_constants(std::vector<SpecConstant>& spec, const engine::GluOp& 
 void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
   const auto written = [&](engine::BufferId b) { return std::find(writes.begin(), writes.end(), b) != writes.end(); };
   if (f16_of_ && written(*f16_of_)) f16_of_.reset();
+  if (f16_pending_) {  // made by the op just recorded
+    f16_of_ = f16_pending_->first;
+    f16_elems_ = f16_pending_->second;
+    f16_pending_.reset();
+  }
   if (groups_of_ && written(groups_of_->experts)) groups_of_.reset();
   if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
   if (q8_pending_) q8_of_ = std::exchange(q8_pending_, std::nullopt);  // made by the op just recorded

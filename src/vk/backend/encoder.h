@@ -149,6 +149,10 @@ public:
   // GEMMs, so their activations are converted once instead of once per weight-column tile. The copy is reused by the
   // following GEMMs of the same input (Q, K and V; gate and up) until the backend reports a write to it.
   BufferSpan f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols);
+  // Where an op that makes plan buffer `id` (rows x cols f32 values) also writes them as f16 (rmsnorm's F16_OUT):
+  // f16_copy(id, ...) then returns this span without a dispatch, once the op is recorded (note_written), until a write
+  // to `id` by another op.
+  BufferSpan f16_target(engine::BufferId id, uint64_t rows, uint64_t cols);
   // The slots of a MoE step listed by expert and cut into tiles of `bm` (moe_group.comp, between two barriers) for the
   // grouped expert GEMMs: `experts` holds the step's `slots` expert ids. Reused by the following grouped GEMMs of the
   // same ids (a layer's gate, up and down) until the backend reports a write to `experts`.
@@ -157,10 +161,17 @@ public:
     bool reused = false;  // made for an earlier matmul (no dispatch)
   };
   MoeGroups moe_groups(engine::BufferId experts, uint32_t slots, uint32_t n_experts, uint32_t bm);
-  // Scratch for a split-K GEMM's partial products, shared by every GEMM of the plan (a new buffer when it is too
-  // small): the caller puts a barrier before the dispatch that writes it (an earlier GEMM's reduction may still read
-  // it) and between that dispatch and the reduction.
+  // Scratch for a split-K GEMM's partial products: a region of its own until the next flush_split_sums, so the split
+  // GEMMs of one stage (Q, K and V; gate and up) run side by side without a barrier between them.
   BufferSpan gemm_partials(uint64_t bytes);
+  // Queues out += the partials (add_splits.comp: `count` partials of `elems` floats at a stride of `stride`) for the
+  // next flush_split_sums.
+  void add_split_sum(BufferSpan out, BufferSpan partials, uint32_t count, uint64_t elems, uint64_t stride);
+  // Records the queued sums after a barrier, then a barrier (they are ordered after their GEMMs and before whatever
+  // follows); false when none were queued. The backend calls it at each stage boundary, so the split-K GEMMs of a
+  // stage take one more stage for all their sums (before, every split GEMM took two of its own: a batched decode
+  // layer's Q, K and V were six stages, now two).
+  bool flush_split_sums();
   // `source` quantized to int8 per 32 elements (quantize_q8.comp, between two barriers; layout there) for the int8
   // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
   // its buffers.
@@ -195,6 +206,7 @@ private:
   std::string* variant_ = nullptr;
   std::optional<engine::BufferId> f16_of_;  // whose f16 copy f16_span_ holds (f16_elems_ values)
   uint64_t f16_elems_ = 0;
+  std::optional<std::pair<engine::BufferId, uint64_t>> f16_pending_;  // f16_target: (id, values) of the op recorded
   BufferSpan f16_span_{};
   std::optional<Q8Source> q8_of_;       // what q8_span_ holds
   std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
@@ -207,7 +219,16 @@ private:
   std::optional<uint64_t> pair_read_fence_;
   bool pair_writing_ = false;
   BufferSpan pair_span_{}, pair_counters_{};
-  BufferSpan partials_span_{};  // gemm_partials
+  // gemm_partials' regions: the first partials_used_ are taken by GEMMs whose sums are queued in split_sums_.
+  std::vector<BufferSpan> partials_;
+  size_t partials_used_ = 0;
+  struct SplitSum {
+    BufferSpan out, partials;
+    uint32_t count;
+    uint64_t elems, stride;
+    std::string label;  // the GEMM's op (profiles attribute the sum to it)
+  };
+  std::vector<SplitSum> split_sums_;
   struct GroupsKey {
     engine::BufferId experts;
     uint32_t slots, n_experts, bm;
@@ -251,7 +272,16 @@ struct RopeKvArgs {
 };
 
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
-void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op);
+// With f16_out the norm also writes its output's f16 copy for the GEMMs that read it (OpEncoder::f16_target).
+void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out = false);
+// The shape a GEMM reads a GLU's product as (tokens x its in_features), for the GLU's f16 copy.
+struct F16Rows {
+  uint64_t rows, cols;
+};
+// Every GluKind (glu.comp); with f16_out it also writes the f16 copy the GEMM after it reads (OpEncoder::f16_target).
+void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out = std::nullopt);
+// The matmul would run on the cooperative-matrix GEMM with f16 activations (OpEncoder::f16_copy of its input).
+bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
@@ -278,7 +308,6 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
 void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
 void encode_gather_rows(OpEncoder& e, const engine::GatherRowsOp& op);
-void encode_glu(OpEncoder& e, const engine::GluOp& op);  // every GluKind (glu.comp)
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).
 void encode_moe_route(OpEncoder& e, const engine::MoeRouteOp& op);

@@ -4,16 +4,21 @@
 
 namespace greta::vk {
 
-void encode_glu(OpEncoder& e, const engine::GluOp& op) {
+void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out) {
   const struct {
     uint32_t count;
     float alpha, limit;  // SwiGluOai only
   } push{to_u32(op.elems, "glu elements"), op.alpha, op.limit};
   const uint32_t kind = uint32_t(op.kind);  // glu.comp's KIND: GluKind's order
-  const auto& p = e.pipeline(ShaderId::glu_f32, {{0, kElementwiseWorkgroup}, {1, kind}});
-  e.dispatch(p, {e.buffer(op.gate), e.buffer(op.up), e.buffer(op.out)}, as_push(push),
-             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
-  e.note_variant(cat("glu_f32 (", engine::glu_kind_name(op.kind), ")"));
+  GRETA_CHECK(!f16_out || (f16_out->rows * f16_out->cols == uint64_t(op.elems) && op.elems % 4 == 0),
+              "f16 glu output of ", op.elems, " values");
+  // With f16_out the GLU also writes the f16 copy the cooperative-matrix GEMM after it reads (f16_target).
+  const BufferSpan out = e.buffer(op.out);
+  const BufferSpan out16 = f16_out ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
+  const auto& p = e.pipeline(ShaderId::glu_f32, {{0, kElementwiseWorkgroup}, {1, kind}, {2, f16_out.has_value()}});
+  e.dispatch(p, {e.buffer(op.gate), e.buffer(op.up), out, out16}, as_push(push),
+             {e.groups_for(f16_out ? push.count / 4 : push.count, kElementwiseWorkgroup), 1, 1});
+  e.note_variant(cat("glu_f32 (", engine::glu_kind_name(op.kind), ")", f16_out ? " and its f16 copy for the GEMM" : ""));
 }
 
 void encode_add(OpEncoder& e, const engine::AddOp& op) {

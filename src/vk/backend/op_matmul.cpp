@@ -122,14 +122,18 @@ bool gemm_f16_activations() {
 // it. On the H200, 8B Q4_K_M batched decode, matmul ms per step at 16 / 64 sequences: 15.7 / 19.2 with the rule
 // above (K and V unsplit), 11.8 / 16.4 with 4 splits everywhere, 11.7 / 16.8 with 8, 12.9 / 20.5 with 16; on the
 // 16-token tile (tuning.h) 10.9 with 8 (docs/benchmarks.md).
-// GRETA_VK_GEMM_SPLIT=N forces N (1..16) for measurements.
+// GRETA_VK_GEMM_SPLIT=N forces N (1..16) on both GEMM kernels for measurements and tests.
+std::optional<uint32_t> forced_split(uint32_t k_steps) {
+  const char* v = std::getenv("GRETA_VK_GEMM_SPLIT");
+  if (!v || !*v) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(v, &end, 10);
+  if (*end != '\0' || n < 1 || n > 16) fail("GRETA_VK_GEMM_SPLIT=", v, ": expected 1..16");
+  return std::min(uint32_t(n), k_steps);
+}
+
 uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens) {
-  if (const char* v = std::getenv("GRETA_VK_GEMM_SPLIT"); v && *v) {
-    char* end = nullptr;
-    const unsigned long n = std::strtoul(v, &end, 10);
-    if (*end != '\0' || n < 1 || n > 16) fail("GRETA_VK_GEMM_SPLIT=", v, ": expected 1..16");
-    return std::min(uint32_t(n), k_steps);
-  }
+  if (const auto forced = forced_split(k_steps)) return *forced;
   const bool batched = n_tokens <= 64;
   uint32_t split = batched ? (n_tokens <= 16 ? 8 : 4) : 1;
   while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
@@ -143,6 +147,7 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_
 // workgroups of 256 took 0.19 ms of the Qwen3-30B-A3B shape's 1.5 ms layer on an H200). Doubled (up to 32) while the
 // grid has fewer than 256 workgroups and each split keeps at least 8 K steps; only when alone, as coopmat_split.
 uint32_t tiled_split(uint64_t groups, uint32_t k_steps, bool alone) {
+  if (const auto forced = forced_split(k_steps)) return *forced;
   uint32_t split = 1;
   while (alone && split < 32 && groups * split < 256 && k_steps / (2 * split) >= 8) split *= 2;
   return split;
@@ -162,22 +167,13 @@ SplitK split_k(OpEncoder& e, uint32_t split, const MatmulPush& push, BufferSpan 
   s.elems = uint64_t(push.n_tokens) * push.rows;
   s.stride = (s.elems + 63) / 64 * 64;
   s.partials = out;
-  if (split > 1) {
-    s.partials = e.gemm_partials((split - 1) * s.stride * 4);
-    e.barrier();  // an earlier GEMM's reduction may still read the partials
-  }
+  if (split > 1) s.partials = e.gemm_partials((split - 1) * s.stride * 4);  // this GEMM's own region
   return s;
 }
 
-// y += the partials, in split order (add_splits.comp), after the GEMM.
+// y += the partials, in split order (add_splits.comp): queued, recorded at the stage's end (flush_split_sums).
 void add_partials(OpEncoder& e, const SplitK& s, BufferSpan out) {
-  if (s.split < 2) return;
-  e.barrier();
-  const struct { uint32_t count, partials, stride; } push{to_u32(int64_t(s.elems), "split-K partial elements"),
-                                                          s.split - 1, to_u32(int64_t(s.stride), "split-K stride")};
-  const auto& add = e.pipeline(ShaderId::add_splits_f32, {{0, kElementwiseWorkgroup}});
-  e.dispatch(add, {BufferSpan{out.buffer, out.offset, s.elems * 4}, s.partials}, as_push(push),
-             {e.groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+  if (s.split > 1) e.add_split_sum(out, s.partials, s.split - 1, s.elems, s.stride);
 }
 
 // matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use, as far ahead as the raw words fit
@@ -214,17 +210,17 @@ bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& featur
          4 * info.subgroup_size <= info.max_workgroup_invocations;
 }
 
-void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
-  const DeviceWeight& w = e.weight(op.weight);
-  GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
-  to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
+namespace {
 
+// The kernel encode_matmul runs `op` on: matvec, coopmat or tiled.
+MatmulKernel matmul_path(const OpEncoder& e, const engine::MatMulOp& op) {
+  const DeviceWeight& w = e.weight(op.weight);
   MatmulKernel kernel = e.matmul_kernel();
   const bool coopmat_ok = coopmat_matmul_usable(e.info(), e.features(), w.type);
   // The automatic GEMM: F32 weights keep f32 activations (coopmat rounds both operands to f16).
   const bool coopmat_auto = coopmat_ok && w.type != model::GgmlType::F32;
   // Decode (up to 4 or 8 tokens), rows that are not whole vec4, or GRETA_VK_MATMUL=matvec: op_matvec.cpp.
-  if (matmul_uses_matvec(kernel, op, coopmat_auto)) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
+  if (matmul_uses_matvec(kernel, op, coopmat_auto)) return MatmulKernel::matvec;
   if (const auto& forced = e.matmul_tuning().forced)  // greta-vk tune's candidates: the kernel comes with the tile
     kernel = forced->kernel == GemmKernel::coopmat ? MatmulKernel::coopmat : MatmulKernel::tiled;
   else if (kernel == MatmulKernel::automatic)
@@ -232,6 +228,22 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   if (kernel == MatmulKernel::coopmat && !coopmat_ok)
     fail("vk: the cooperative-matrix matmul was requested, but ", e.info().name,
          " (or this build) has no 16x16x16 f16 cooperative matrices");
+  return kernel;
+}
+
+}  // namespace
+
+bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op) {
+  return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations();
+}
+
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
+  const DeviceWeight& w = e.weight(op.weight);
+  GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
+  to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
+
+  const MatmulKernel kernel = matmul_path(e, op);
+  if (kernel == MatmulKernel::matvec) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   const GemmKernel gemm = kernel == MatmulKernel::coopmat ? GemmKernel::coopmat : GemmKernel::tiled;
   const ChosenTile chosen = choose_tile(e, gemm, w.type, op);
   const MatmulTile& tile = chosen.tile;
