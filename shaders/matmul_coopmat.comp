@@ -136,6 +136,25 @@ uint q4_0_pair(uint t, f16vec2 d) {
 }
 #endif
 
+#if defined(WTYPE_Q6_K)
+// Two Q6_K elements, 6-bit codes from the low nibbles of l's bytes 0 and 1 and the low 2 bits of h's, as (q - 32) * ds
+// in f16 arithmetic (two per instruction): q in the mantissa of 1024 is 1024 + q exactly, minus 1056 is q - 32
+// exactly, and the product rounds once.
+uint q6_k_pair(uint l, uint h, f16vec2 ds) {
+  const uint q = (l & 0x0Fu) | ((l << 8) & 0x000F0000u) | (((h & 0x03u) | ((h << 8) & 0x00030000u)) << 4);
+  return packFloat2x16((unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1056.0))) * ds);
+}
+#endif
+
+#if defined(WTYPE_Q4_K)
+// Two Q4_K elements, the low nibbles of t's bytes 0 and 1, as q * d1 - m1 in f16 arithmetic (two per instruction):
+// q in the mantissa of 1024 (0x6400) is 1024 + q exactly, minus 1024 is q exactly, and the fma rounds once.
+uint q4_k_pair(uint t, f16vec2 d1, f16vec2 m1) {
+  const uint q = (t & 0x0Fu) | ((t << 8) & 0x000F0000u);
+  return packFloat2x16(fma(unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1024.0)), d1, -m1));
+}
+#endif
+
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
@@ -233,20 +252,20 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   precise const vec4 b = vec4(dq_signed_bytes(funnel16(r.a.z, r.a.w, s))) * d;
   return pack8(a, b);
 #elif defined(WTYPE_Q6_K)
-  // Same expression as dequant.glsl: w = (d * scales[s]) * (6-bit code - 32).
+  // w = (d * scales[s]) * (6-bit code - 32) as dequant.glsl, in f16 arithmetic two elements per instruction
+  // (q6_k_pair): d * scales[s] is an exact product rounded once to f16, and w rounds once more, where dequant.glsl's
+  // f32 expression rounds to f16 only at the end (NMSE 9e-8 where it was 7e-8; H200, us: 16x14336x4096 75.9 -> 69.3,
+  // 16x128256x4096 530 -> 469, 512x14336x4096 529 -> 488).
   const uint blk = row + (k >> 8) * 210u, j = k & 255u, h = j >> 7, rr = (j & 127u) >> 5, l = j & 31u;
   const uint ql_shift = ((blk + 64u * h + 32u * (rr & 1u) + l) & 2u) * 8u, qh_shift = ((blk + 128u + 32u * h + l) & 2u) * 8u;
-  const uint lo0 = funnel16(r.a.x, r.a.y, ql_shift), lo1 = funnel16(r.a.y, r.a.z, ql_shift);
-  const uint hi0 = funnel16(r.a.w, r.b.x, qh_shift), hi1 = funnel16(r.b.x, r.b.y, qh_shift);
   const uint nib = 4u * (rr >> 1), bits = 2u * rr;
-  const ivec4 q0 = ivec4((dq_bytes(lo0 >> nib) & 0x0Fu) | ((dq_bytes(hi0 >> bits) & 3u) << 4)) - 32;
-  const ivec4 q1 = ivec4((dq_bytes(lo1 >> nib) & 0x0Fu) | ((dq_bytes(hi1 >> bits) & 3u) << 4)) - 32;
+  const uint lo0 = funnel16(r.a.x, r.a.y, ql_shift) >> nib, lo1 = funnel16(r.a.y, r.a.z, ql_shift) >> nib;
+  const uint hi0 = funnel16(r.a.w, r.b.x, qh_shift) >> bits, hi1 = funnel16(r.b.x, r.b.y, qh_shift) >> bits;
   const uint sb = blk + 192u + (j >> 4), db = blk + 208u;
   const int sc = bitfieldExtract(int(r.b.z >> ((sb & 3u) * 8u)), 0, 8);
-  const float d = unpackHalf2x16(r.b.w >> ((db & 2u) * 8u)).x;
-  precise const float ds = d * float(sc);
-  precise const vec4 a = ds * vec4(q0), b = ds * vec4(q1);
-  return pack8(a, b);
+  const f16vec2 ds = f16vec2(unpackFloat2x16(r.b.w >> ((db & 2u) * 8u)).x * float16_t(sc));
+  return uvec4(q6_k_pair(lo0, hi0, ds), q6_k_pair(lo0 >> 16, hi0 >> 16, ds), q6_k_pair(lo1, hi1, ds),
+               q6_k_pair(lo1 >> 16, hi1 >> 16, ds));
 #elif defined(WTYPE_MXFP4)
   // Same expression as dequant.glsl: w = table[q] * 2^(e - 128), rounded to f16 by pack8.
   const uint blk = row + (k >> 5) * 17u, cb = blk + 1u + (k & 15u);
@@ -258,10 +277,13 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
   return pack8(a, b);
 #elif defined(WTYPE_Q4_K)
-  // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. Same expression as
-  // dequant.glsl: w = (d * sc) * q - dmin * mn.
+  // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. w = (d * sc) * q - dmin *
+  // mn as dequant.glsl, in f16 arithmetic two elements per instruction (q4_k_pair): d * sc and dmin * mn are exact
+  // products rounded once to f16, and w rounds once more, where dequant.glsl's f32 expression rounds to f16 only at
+  // the end: NMSE against the CPU 3e-7 where it was 7e-8 (the GEMM's f16-operand tolerance is 2e-6). The f32
+  // expression's int-to-float and f32-to-f16 conversions were most of the decode's instructions (H200, us:
+  // 16x14336x4096 61.9 -> 56.8, 512x14336x4096 424 -> 391; docs/benchmarks.md).
   const uint j = k & 255u, s = j >> 5;
-  const vec2 dm = unpackHalf2x16(r.a.x);
   const uint w1 = r.a.y, w2 = r.a.z, w3 = r.a.w;  // scales[12]
   uint sc, mn;
   if (s < 4u) {
@@ -272,11 +294,10 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
     sc = (packed & 0x0Fu) | (((w1 >> (t + 6u)) & 3u) << 4);     // high bits from scales[s - 4]
     mn = (packed >> 4) | (((w2 >> (t + 6u)) & 3u) << 4);        // high bits from scales[s]
   }
-  const uint shift = (j & 32u) >> 3;
-  const uvec4 lo = dq_bytes(r.b.x >> shift) & 0x0Fu, hi = dq_bytes(r.b.y >> shift) & 0x0Fu;
-  precise const float d1 = dm.x * float(sc), m1 = dm.y * float(mn);
-  precise const vec4 a = d1 * vec4(lo) - m1, b = d1 * vec4(hi) - m1;
-  return pack8(a, b);
+  const f16vec2 dm = unpackFloat2x16(r.a.x) * f16vec2(float16_t(sc), float16_t(mn));  // (d * sc, dmin * mn)
+  const f16vec2 d1 = dm.xx, m1 = dm.yy;
+  const uint shift = (j & 32u) >> 3, lo = r.b.x >> shift, hi = r.b.y >> shift;
+  return uvec4(q4_k_pair(lo, d1, m1), q4_k_pair(lo >> 16, d1, m1), q4_k_pair(hi, d1, m1), q4_k_pair(hi >> 16, d1, m1));
 #else
   return r.a;
 #endif
