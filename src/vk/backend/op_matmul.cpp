@@ -116,12 +116,15 @@ bool gemm_f16_activations() {
 // waves needs the SM count. A GEMM recorded after other dispatches without a barrier between them (K and V after Q)
 // is not split: it already shares the device with them, and the split's barriers would order it after them (8B
 // pp512, whose K and V have 32 workgroups: 8835 tokens/s with no GEMM split, about 7100 with K and V in 4 splits).
-// Steps of at most 64 tokens (batched decode: one token per sequence) split every GEMM, alone or not: 8 ways up to
-// 16 tokens, else 4, keeping at least 8 K steps per split. Their tiles cover the whole step, so a workgroup walks
+// Steps of at most 64 tokens (batched decode: one token per sequence) split every GEMM, alone or not: 4 ways up to
+// 32 tokens, else 2, keeping at least 8 K steps per split. Their tiles cover the whole step, so a workgroup walks
 // all of K for a few tokens, and its staging loop (load, dequantize, barrier) rather than the weight bytes bounds
 // it. On the H200, 8B Q4_K_M batched decode, matmul ms per step at 16 / 64 sequences: 15.7 / 19.2 with the rule
-// above (K and V unsplit), 11.8 / 16.4 with 4 splits everywhere, 11.7 / 16.8 with 8, 12.9 / 20.5 with 16; on the
-// 16-token tile (tuning.h) 10.9 with 8 (docs/benchmarks.md).
+// above (K and V unsplit), 11.8 / 16.4 with 4 splits everywhere, 11.7 / 16.8 with 8, 12.9 / 20.5 with 16. Since the
+// split GEMMs of a stage run side by side with their sums in one stage after them (flush_split_sums), fewer splits
+// pay: 8B S_TG at 16 / 32 / 48 / 64 sequences, 2 splits 1381-1402 / 2148-2217 / 2446-2554 / 2953-3060, 4 splits
+// 1479-1527 / 2296-2368 / 2302-2384 / 2811-2861, 8 splits 1455-1477 / 2178-2214 / 2043-2052 / 2519-2556; 7B at 16 /
+// 32 / 64: 2 splits 1613 / 2493 / 3364, 4 splits 1805 / 2660 / 3202 (docs/benchmarks.md).
 // GRETA_VK_GEMM_SPLIT=N forces N (1..16) on both GEMM kernels for measurements and tests.
 std::optional<uint32_t> forced_split(uint32_t k_steps) {
   const char* v = std::getenv("GRETA_VK_GEMM_SPLIT");
@@ -135,7 +138,7 @@ std::optional<uint32_t> forced_split(uint32_t k_steps) {
 uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens) {
   if (const auto forced = forced_split(k_steps)) return *forced;
   const bool batched = n_tokens <= 64;
-  uint32_t split = batched ? (n_tokens <= 16 ? 8 : 4) : 1;
+  uint32_t split = batched ? (n_tokens <= 32 ? 4 : 2) : 1;
   while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
   const uint32_t min_steps = batched ? 8 : 16;
   while (split > 1 && k_steps / split < min_steps) split /= 2;
