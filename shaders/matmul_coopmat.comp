@@ -122,45 +122,50 @@ uint partial_stride() { return (pc.n_tokens * pc.rows + 63u) / 64u * 64u; }
 // The 4 bytes starting `shift` (0 or 16) bits into word x: x itself, or its upper half and the lower half of y.
 uint funnel16(uint x, uint y, uint shift) { return shift == 0u ? x : (x >> 16) | (y << 16); }
 
+// The low nibbles of t's bytes 0 and 1 in bits 0-3 and 16-19: two 4-bit codes, one per f16 half.
+uint nibble_pair(uint t) { return (t & 0x0Fu) | ((t << 8) & 0x000F0000u); }
+
+// Two codes of up to 10 bits (bits 0-9 and 16-25 of q) as f16 values minus `offset`: a code in the mantissa of 1024
+// (0x6400) is 1024 + code exactly, so with offset 1024 + c the result is code - c exactly (two per instruction).
+f16vec2 codes_minus(uint q, float16_t offset) {
+  precise const f16vec2 v = unpackFloat2x16(q | 0x64006400u) - f16vec2(offset);
+  return v;
+}
+
 #if defined(WTYPE_Q8_0)
-// Two Q8_0 elements, the signed bytes 0 and 1 of t, as q * d in f16 arithmetic (two per instruction): q + 128 (the
-// byte with its sign bit flipped) in the mantissa of 1024 is 1152 + q exactly, minus 1152 is q exactly, and the
-// product with d rounds once, to the same half as the f32 product (exact: 8 x 11 bits) rounded by packHalf2x16 (H200,
+// Two Q8_0 elements, the signed bytes 0 and 1 of t, as q * d in f16 arithmetic: the code q + 128 (the byte with its
+// sign bit flipped) at offset 1152 = 1024 + 128 gives q exactly (codes_minus), and the product with d rounds once, to the same half as the f32 product (exact: 8 x 11 bits) rounded by packHalf2x16 (H200,
 // us: 512x14336x4096 417 -> 397, 512x4096x4096 114 -> 107, 16x4096x4096 26.0 -> 24.0; NMSE unchanged).
 uint q8_0_pair(uint t, f16vec2 d) {
   const uint q = ((t & 0xFFu) | ((t << 8) & 0x00FF0000u)) ^ 0x00800080u;
-  precise const f16vec2 w = (unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1152.0))) * d;
+  precise const f16vec2 w = codes_minus(q, float16_t(1152.0)) * d;
   return packFloat2x16(w);
 }
 #endif
 
 #if defined(WTYPE_Q4_0)
-// Two Q4_0 elements, the low nibbles of t's bytes 0 and 1, as (q - 8) * d in f16 arithmetic (two per instruction): q
-// in the mantissa of 1024 (0x6400) is 1024 + q exactly, minus 1032 is q - 8 exactly, and the product with d rounds
-// once, to the same half as dequant.glsl's f32 product rounded by packHalf2x16.
+// Two Q4_0 elements, the low nibbles of t's bytes 0 and 1, as (q - 8) * d in f16 arithmetic (codes_minus: q - 8
+// exactly), and the product with d rounds once, to the same half as dequant.glsl's f32 product rounded by packHalf2x16.
 uint q4_0_pair(uint t, f16vec2 d) {
-  const uint q = (t & 0x0Fu) | ((t << 8) & 0x000F0000u);
-  precise const f16vec2 w = (unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1032.0))) * d;
+  precise const f16vec2 w = codes_minus(nibble_pair(t), float16_t(1032.0)) * d;
   return packFloat2x16(w);
 }
 #endif
 
 #if defined(WTYPE_Q6_K)
 // Two Q6_K elements, 6-bit codes from the low nibbles of l's bytes 0 and 1 and the low 2 bits of h's, as (q - 32) * ds
-// in f16 arithmetic (two per instruction): q in the mantissa of 1024 is 1024 + q exactly, minus 1056 is q - 32
-// exactly, and the product rounds once.
+// in f16 arithmetic (codes_minus: q - 32 exactly); the product rounds once.
 uint q6_k_pair(uint l, uint h, f16vec2 ds) {
-  const uint q = (l & 0x0Fu) | ((l << 8) & 0x000F0000u) | (((h & 0x03u) | ((h << 8) & 0x00030000u)) << 4);
-  return packFloat2x16((unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1056.0))) * ds);
+  const uint q = nibble_pair(l) | (((h & 0x03u) | ((h << 8) & 0x00030000u)) << 4);
+  return packFloat2x16(codes_minus(q, float16_t(1056.0)) * ds);
 }
 #endif
 
 #if defined(WTYPE_Q4_K)
-// Two Q4_K elements, the low nibbles of t's bytes 0 and 1, as q * d1 - m1 in f16 arithmetic (two per instruction):
-// q in the mantissa of 1024 (0x6400) is 1024 + q exactly, minus 1024 is q exactly, and the fma rounds once.
+// Two Q4_K elements, the low nibbles of t's bytes 0 and 1, as q * d1 - m1 in f16 arithmetic (codes_minus: q exactly);
+// the fma rounds once.
 uint q4_k_pair(uint t, f16vec2 d1, f16vec2 m1) {
-  const uint q = (t & 0x0Fu) | ((t << 8) & 0x000F0000u);
-  return packFloat2x16(fma(unpackFloat2x16(q | 0x64006400u) - f16vec2(float16_t(1024.0)), d1, -m1));
+  return packFloat2x16(fma(codes_minus(nibble_pair(t), float16_t(1024.0)), d1, -m1));
 }
 #endif
 

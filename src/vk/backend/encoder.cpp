@@ -107,13 +107,18 @@ void OpEncoder::note_variant(const std::string& v) {
   *variant_ += variant_->empty() ? v : " + " + v;
 }
 
-BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols) {
+uint64_t OpEncoder::f16_bytes(uint64_t rows, uint64_t cols) {
   const uint64_t elems = rows * cols;
   GRETA_CHECK(elems > 0 && cols % 4 == 0, "f16 copy of ", rows, " x ", cols, " values");
   // matmul_coopmat reads the copy as uvec4 (8 halves): the span is rounded up to whole 16 bytes.
   const uint64_t bytes = (elems * 2 + 15) / 16 * 16;
-  if (f16_of_ == id && f16_elems_ >= elems) return {f16_span_.buffer, f16_span_.offset, bytes};
   if (f16_span_.size < bytes) f16_span_ = scratch_buffer(bytes, "f16 activations");
+  return bytes;
+}
+
+BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols) {
+  const uint64_t elems = rows * cols, bytes = f16_bytes(rows, cols);
+  if (f16_of_ == id && f16_elems_ >= elems) return {f16_span_.buffer, f16_span_.offset, bytes};
   barrier();  // GEMMs recorded earlier may still read the previous copy
   const BufferSpan src = buffer(id);
   GRETA_CHECK(src.size >= elems * 4, "f16 copy past the end of buffer ", id);
@@ -129,9 +134,7 @@ BufferSpan OpEncoder::f16_copy(engine::BufferId id, uint64_t rows, uint64_t cols
 
 BufferSpan OpEncoder::f16_target(engine::BufferId id, uint64_t rows, uint64_t cols) {
   const uint64_t elems = rows * cols;
-  GRETA_CHECK(elems > 0 && cols % 4 == 0, "f16 copy of ", rows, " x ", cols, " values");
-  const uint64_t bytes = (elems * 2 + 15) / 16 * 16;
-  if (f16_span_.size < bytes) f16_span_ = scratch_buffer(bytes, "f16 activations");
+  f16_bytes(rows, cols);
   barrier();  // GEMMs recorded earlier may still read the previous copy
   f16_of_.reset();
   f16_pending_ = {id, elems};

@@ -236,6 +236,8 @@ private:
   };
   std::optional<GroupsKey> groups_of_;  // what groups_ holds (moe_groups)
   MoeGroups groups_{};
+  // The bytes of an f16 copy of rows x cols values (whole 16 bytes), f16_span_ grown to hold them.
+  uint64_t f16_bytes(uint64_t rows, uint64_t cols);
   // q8_span_ sized for `source` (a new buffer when it is too small).
   BufferSpan q8_span_for(const Q8Source& source);
   // The quantize_q8 dispatch into it, no barriers.

@@ -246,32 +246,18 @@ public:
     return std::nullopt;
   }
 
-  // The rmsnorm at op i also writes its output as f16 when the op after it is a GEMM that reads that whole output as
-  // f16 activations (Q after attn_norm, gate after ffn_norm; K, V and up reuse the copy): the GEMM's conversion
-  // dispatch and its stage go (H200, 8B batched decode: 4.0-4.5 us each, two per layer).
-  static bool norm_feeds_f16_gemm(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
-                                  const engine::RmsNormOp& norm, const std::vector<engine::PlanOp>& ops,
-                                  const OpEncoder& e) {
-    if (i + 1 >= range.end || norm.width % 4 != 0 || !std::holds_alternative<engine::MatMulOp>(ops[i + 1].op))
-      return false;
-    const OpRecord& r = records[i + 1 - range.begin];
-    if (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) return false;
-    const MatmulArgs& a = r.matmul;
-    return !a.norm && !a.swiglu && !a.bias && !a.route && a.op.in == norm.out &&
-           a.op.n_tokens * a.op.in_features == norm.rows * norm.width && matmul_takes_f16_input(e, a.op);
-  }
-
-  // The same for a GLU whose product the op after it reads whole as a GEMM's f16 activations (the down projection):
-  // the rows x cols that GEMM reads it as.
-  static std::optional<F16Rows> glu_feeds_f16_gemm(const std::vector<OpRecord>& records, engine::OpRange range,
-                                                   size_t i, const engine::GluOp& glu,
-                                                   const std::vector<engine::PlanOp>& ops, const OpEncoder& e) {
-    if (i + 1 >= range.end || glu.elems % 4 != 0 || !std::holds_alternative<engine::MatMulOp>(ops[i + 1].op))
-      return std::nullopt;
+  // The shape (tokens x in_features) in which the op after i, a GEMM taking f16 activations, reads all `elems` values
+  // of `product` (op i's output), or nothing. Then op i (an rmsnorm: Q after attn_norm, gate after ffn_norm; a GLU:
+  // the down projection) writes the f16 copy itself, and the GEMM's conversion dispatch and its stage go (H200, 8B
+  // batched decode: 4.0-4.5 us each, three per layer); K, V and up reuse the copy.
+  static std::optional<F16Rows> f16_gemm_reads(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
+                                               engine::BufferId product, int64_t elems,
+                                               const std::vector<engine::PlanOp>& ops, const OpEncoder& e) {
+    if (i + 1 >= range.end || !std::holds_alternative<engine::MatMulOp>(ops[i + 1].op)) return std::nullopt;
     const OpRecord& r = records[i + 1 - range.begin];
     if (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) return std::nullopt;
     const MatmulArgs& a = r.matmul;
-    if (a.norm || a.swiglu || a.bias || a.route || a.op.in != glu.out || a.op.n_tokens * a.op.in_features != glu.elems ||
+    if (a.norm || a.swiglu || a.bias || a.route || a.op.in != product || a.op.n_tokens * a.op.in_features != elems ||
         a.op.in_features % 4 != 0 || !matmul_takes_f16_input(e, a.op))
       return std::nullopt;
     return F16Rows{uint64_t(a.op.n_tokens), uint64_t(a.op.in_features)};
@@ -546,13 +532,15 @@ private:
                 using T = std::decay_t<decltype(op)>;
                 if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
                 else if constexpr (std::is_same_v<T, engine::RmsNormOp>)
-                  encode_rmsnorm(e, op, norm_feeds_f16_gemm(records, range, i, op, ops, e));
+                  encode_rmsnorm(e, op, op.width % 4 == 0 && f16_gemm_reads(records, range, i, op.out,
+                                                                             op.rows * op.width, ops, e));
                 else if constexpr (std::is_same_v<T, engine::MatMulOp>) encode_matmul(e, op);
                 else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
                 else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
                 else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
                 else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
-                else if constexpr (std::is_same_v<T, engine::GluOp>) encode_glu(e, op, glu_feeds_f16_gemm(records, range, i, op, ops, e));
+                else if constexpr (std::is_same_v<T, engine::GluOp>)
+                  encode_glu(e, op, f16_gemm_reads(records, range, i, op.out, op.elems, ops, e));
                 else if constexpr (std::is_same_v<T, engine::GatherRowsOp>) encode_gather_rows(e, op);
                 else if constexpr (std::is_same_v<T, engine::AddOp>) encode_add(e, op);
                 else if constexpr (std::is_same_v<T, engine::MoeRouteOp>) encode_moe_route(e, op);
