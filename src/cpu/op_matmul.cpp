@@ -4,12 +4,15 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/sanitizer.h"
 #include "cpu/ops.h"
 #include "model/quants.h"
 
 namespace greta::cpu {
 
-float dot_f32(const float* a, const float* b, int64_t n) {
+namespace {
+
+GRETA_NO_SANITIZE float dot_f32_unchecked(const float* a, const float* b, int64_t n) {
   float lane[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
@@ -17,6 +20,14 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   float tail = 0;
   for (; i < n; ++i) tail += a[i] * b[i];
   return (((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]))) + tail;
+}
+
+}  // namespace
+
+float dot_f32(const float* a, const float* b, int64_t n) {
+  check_readable(a, size_t(n) * sizeof(float));
+  check_readable(b, size_t(n) * sizeof(float));
+  return dot_f32_unchecked(a, b, n);
 }
 
 void matmul(ThreadPool& pool, const WeightView& w, const float* in, float* out, int64_t n_tokens) {

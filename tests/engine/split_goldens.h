@@ -38,22 +38,23 @@ inline const char* split_name(Split s) {
   return "?";
 }
 
-// A new backend on the GPU (each call: another logical device).
-using GpuFactory = std::function<std::unique_ptr<engine::Backend>()>;
+// A new backend on the GPU for logical device 0 or 1 of a split (each call: a backend of its own; device 1 is
+// another logical device than device 0).
+using GpuFactory = std::function<std::unique_ptr<engine::Backend>(int device)>;
 
 inline std::unique_ptr<engine::SplitBackend> make_split(const std::string& path, Split split, const GpuFactory& gpu) {
   const model::GgufFile file = model::GgufFile::open(path);
   const model::ModelConfig config = model::ModelConfig::from_gguf(file);
   const engine::ModelWeights weights = engine::map_weights(file, config);
   std::vector<std::unique_ptr<engine::Backend>> backends;
-  backends.push_back(gpu());
+  backends.push_back(gpu(0));
   engine::PlacementRequest request;
   if (split == Split::cpu_one_block || split == Split::cpu_half) {
     backends.push_back(std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{.threads = 2}));
     request.cpu_offload = true;
     request.gpu_layers = split == Split::cpu_one_block ? 1 : config.n_layers / 2;
   } else {
-    backends.push_back(gpu());
+    backends.push_back(gpu(1));
     request.tensor_split = split == Split::two_devices_even ? std::vector<double>{1, 1} : std::vector<double>{1, 3};
   }
   std::vector<engine::PlacementDevice> devices;

@@ -20,12 +20,12 @@ using namespace greta::engine;
 
 TEST_CASE("hip layer split: every golden passes with blocks on the CPU or on a second logical device") {
   HIP_DEVICE_OR_SKIP();
-  test::check_goldens_over_splits("hip", [] { return test::hip_backend(); });
+  test::check_goldens_over_splits("hip", [](int) { return test::hip_backend(); });
 }
 
 TEST_CASE("hip layer split: golden prompts as concurrent sequences beside six others") {
   HIP_DEVICE_OR_SKIP();
-  test::check_batched_goldens_over_splits("hip", [] { return test::hip_backend(); });
+  test::check_batched_goldens_over_splits("hip", [](int) { return test::hip_backend(); });
 }
 
 TEST_CASE("hip device memory limit: it is the capacity, and a model past it is a clear error naming the device") {

@@ -20,6 +20,7 @@
 #include "model/gguf.h"
 #include "model/model_config.h"
 #include "vk/backend/vk_backend.h"
+#include "vk_shared_device.h"
 
 using namespace greta;
 using namespace greta::engine;
@@ -49,7 +50,7 @@ TEST_CASE("vk golden: every model and prompt matches llama.cpp like the CPU refe
   for (const std::string& file : files) {
     const test::GoldenCase g = test::load_golden(file);
     models.insert(g.model_path);
-    const test::GoldenResult r = test::run_golden(g, vk::create_vk_backend());
+    const test::GoldenResult r = test::run_golden(g, vk::test::test_backend());
     INFO(g.name, ": worst row NMSE ", r.worst_row_nmse, " (row ", r.worst_row, ", limit ", r.limit, "), overall ",
          r.overall_nmse, ", greedy equal for ", r.greedy_compared, "/", g.greedy_tokens.size(), " steps");
     const std::string summary = greta::cat(g.name, ": worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
@@ -79,7 +80,7 @@ TEST_CASE("vk verify: no op diverges from the CPU reference on the shared models
     // below for every other op.
     vk::VkBackendOptions options;
     options.q8_activations = false;
-    auto vk = vk::create_vk_backend(options);
+    auto vk = vk::test::test_backend(options);
     cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
     const std::vector<TokenId> tokens = {1, 15, 42, 7, 300, 99, 5, 250, 11, 3};
     // f32 kernels differ from the CPU only in summation order (~1e-13); cooperative-matrix matmuls round their
@@ -121,7 +122,7 @@ TEST_CASE("vk golden: both prompts as concurrent sequences beside six others, f3
       if (kv == ElemType::F16 || (kv == ElemType::F32) == (index % 2 == 0)) kv_types.push_back(kv);
     ++index;
     for (ElemType kv : kv_types) {
-      auto backend = vk::create_vk_backend();
+      auto backend = vk::test::test_backend();
       const std::vector<test::GoldenResult> results = test::run_golden_batched(cases, std::move(backend), kv);
       for (size_t i = 0; i < cases.size(); ++i) {
         const test::GoldenResult& r = results[i];
@@ -148,10 +149,10 @@ TEST_CASE("vk batched steps equal each sequence run alone") {
     // f32 activations in the decode matvecs (int8 ones round each op's input, ~1e-5, and would hide the check).
     vk::VkBackendOptions options;
     options.q8_activations = false;
-    Engine batched = Engine::open(path, vk::create_vk_backend(options), {.ctx = 128, .max_batch = 64, .max_seqs = 6});
+    Engine batched = Engine::open(path, vk::test::test_backend(options), {.ctx = 128, .max_batch = 64, .max_seqs = 6});
     const auto seqs = test::run_batch_scenario(batched);
     CHECK(batched.kv_cache().used_pages() == 0);
-    Engine alone = Engine::open(path, vk::create_vk_backend(options), {.ctx = 128, .max_batch = 128});
+    Engine alone = Engine::open(path, vk::test::test_backend(options), {.ctx = 128, .max_batch = 128});
     // f16-operand matmuls (cooperative matrices) in steps of more than 16 tokens; else f32 kernels whose summation
     // orders differ between step shapes, and one-token steps fuse the rmsnorm into the matvec where batched ones of
     // 5..16 tokens normalize first (up to ~1.2e-7 after the layers of stories260K). A sequence mixed up with another

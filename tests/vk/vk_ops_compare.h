@@ -30,6 +30,7 @@
 #include "model/quants.h"
 #include "test_util.h"
 #include "vk_test_util.h"
+#include "vk_shared_device.h"
 #include "vk/backend/vk_backend.h"
 
 namespace greta::vk::test {
@@ -45,7 +46,7 @@ inline std::unique_ptr<Backend> vk_backend(vk::MatmulKernel kernel = vk::MatmulK
   vk::VkBackendOptions options;
   options.matmul = kernel;
   options.q8_activations = q8;
-  return vk::create_vk_backend(options);
+  return test_backend(options);
 }
 
 // Runs `c` on the CPU and on Vulkan and checks the NMSE of `out` against `limit`, or against `coopmat_limit` when

@@ -28,6 +28,7 @@
 #include "engine/plan.h"
 #include "test_util.h"
 #include "vk/backend/vk_backend.h"
+#include "vk_shared_device.h"
 
 using namespace greta;
 using namespace greta::engine;
@@ -41,7 +42,7 @@ bool has(const std::string& kernels, const char* what) { return kernels.find(wha
 std::string compare(OpCase& c, BufferId out, double limit, int64_t first = 0, int64_t count = -1) {
   cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
   const auto want = c.run_once(cpu, out);
-  auto vk = vk::create_vk_backend();
+  auto vk = vk::test::test_backend();
   auto prepared = c.load_and_prepare(*vk);
   c.run(*vk, *prepared);
   const auto got = c.read(*vk, *prepared, out);
@@ -226,7 +227,7 @@ TEST_CASE("vk persistent buffers grow with their contents kept") {
       }
       return v;
     };
-    auto vk = vk::create_vk_backend();
+    auto vk = vk::test::test_backend();
     Case small = make(64, 40);  // 3 pages of 32 rows; positions 40, 41 on page 2: rows 72, 73
     auto small_plan = small.c.load_and_prepare(*vk);
     small.c.run(*vk, *small_plan);
@@ -273,7 +274,7 @@ TEST_CASE("vk q8_0 buffers: read and write whole blocks") {
   const BufferId cache = c.input("k_cache", rows * width, seed++);
   retype_caches(c, ElemType::Q8_0);
   c.add("k write", KvWriteOp{src, cache, c.kv_rows, 1, width, rows});
-  auto vk = vk::create_vk_backend();
+  auto vk = vk::test::test_backend();
   auto prepared = c.load_and_prepare(*vk);
   const std::vector<float> values = test::random_floats(96, seed++, -3.f, 3.f);
   vk->write(*prepared, cache, 32, values);

@@ -12,6 +12,7 @@
 #include "engine/split_backend.h"
 #include "engine/split_goldens.h"
 #include "vk/backend/vk_backend.h"
+#include "vk_shared_device.h"
 
 using namespace greta;
 using namespace greta::engine;
@@ -19,18 +20,24 @@ using test::Split;
 
 namespace {
 
+// Logical device 0 is the suite's shared device (its kernels compiled once for the suite), device 1 a device of
+// its own: two VkDevices, as two GPUs would be.
+std::unique_ptr<engine::Backend> split_part(int device) {
+  return device == 0 ? vk::test::test_backend() : vk::create_vk_backend();
+}
+
 std::unique_ptr<SplitBackend> make_split(const std::string& path, Split split) {
-  return test::make_split(path, split, [] { return vk::create_vk_backend(); });
+  return test::make_split(path, split, split_part);
 }
 
 }  // namespace
 
 TEST_CASE("vk layer split: every golden passes with blocks on the CPU or on a second logical device") {
-  test::check_goldens_over_splits("vk", [] { return vk::create_vk_backend(); });
+  test::check_goldens_over_splits("vk", split_part);
 }
 
 TEST_CASE("vk layer split: golden prompts as concurrent sequences beside six others") {
-  test::check_batched_goldens_over_splits("vk", [] { return vk::create_vk_backend(); });
+  test::check_batched_goldens_over_splits("vk", split_part);
 }
 
 // Both kinds of split prefill and decode with the validation layer silent on every Vulkan device (the suite's

@@ -25,6 +25,21 @@
 
 namespace greta::vk {
 
+struct SharedVkDevice {
+  std::unique_ptr<Context> context;
+  std::unique_ptr<Pipelines> pipelines;  // destroyed before the context
+};
+
+std::shared_ptr<SharedVkDevice> open_shared_vk_device(int device, bool validation, const std::string& cache_dir) {
+  ContextOptions co;
+  co.instance.validation = validation;
+  co.cache_dir = cache_dir;
+  auto shared = std::make_shared<SharedVkDevice>();
+  shared->context = Context::create(device, co);
+  shared->pipelines = std::make_unique<Pipelines>(*shared->context);
+  return shared;
+}
+
 namespace {
 
 using engine::BufferId;
@@ -81,14 +96,13 @@ MatmulKernel matmul_from_env(MatmulKernel chosen) {
 class VkBackend : public engine::Backend {
 public:
   explicit VkBackend(const VkBackendOptions& options) : options_(options) {
-    ContextOptions co;
-    co.instance.validation = options.validation;
-    co.cache_dir = options.cache_dir;
-    context_ = Context::create(options.device, co);
+    device_ = options.shared_device ? options.shared_device
+                                    : open_shared_vk_device(options.device, options.validation, options.cache_dir);
+    context_ = device_->context.get();
+    pipelines_ = device_->pipelines.get();
     allocator_ = std::make_unique<Allocator>(*context_);
     allocator_->set_device_limit(options.device_memory_limit);
     transfer_ = std::make_unique<Transfer>(*context_, *allocator_);
-    pipelines_ = std::make_unique<Pipelines>(*context_);
     options_.matmul = matmul_from_env(options.matmul);
     if (const char* v = std::getenv("GRETA_VK_MATVEC_Q8"); v && *v) {
       const std::string s = v;
@@ -466,7 +480,7 @@ private:
     if (slot) return *slot;
     slot = std::make_unique<RecordedSequence>(*context_, cat("ops ", range.begin, "..", range.end),
                                               SequenceOptions{.profile = profile});
-    const OpEncoder::Resources resources{context_.get(),    pipelines_.get(), allocator_.get(),
+    const OpEncoder::Resources resources{context_,    pipelines_, allocator_.get(),
                                          transfer_.get(),   &weights_,        &p.spans,
                                          &p.plan().buffers, &p.constants,     options_.matmul,
                                          f16_attention_,    int8_activations(), &p.tuning,
@@ -563,11 +577,13 @@ private:
   }
 
   VkBackendOptions options_;
-  // Destruction order (reverse of declaration): weights and KV cache, then pipelines, transfer, allocator, context.
-  std::unique_ptr<Context> context_;
+  // Destruction order (reverse of declaration): weights and KV cache, then transfer, allocator, and the device with
+  // its pipelines when no other backend shares it.
+  std::shared_ptr<SharedVkDevice> device_;
+  Context* context_ = nullptr;      // device_'s
+  Pipelines* pipelines_ = nullptr;  // device_'s
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<Transfer> transfer_;
-  std::unique_ptr<Pipelines> pipelines_;
   std::vector<DeviceWeight> weights_;
   // Persistent buffers (the KV cache) by name: the newest (largest) buffer of each, shared with the plans using it.
   struct Persistent {

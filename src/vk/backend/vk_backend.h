@@ -24,6 +24,15 @@
 
 namespace greta::vk {
 
+// A Vulkan device with the kernels compiled on it, for several backends on one device (VkBackendOptions::
+// shared_device): each backend keeps its own weights, buffers and recorded plans, and the device, its queue and its
+// pipelines are made once. Backends that share one must not run at the same time (one queue, one pipeline map).
+// The test suites share one per process: with a backend per test case, compiling the same kernels again was most of
+// their time on lavapipe.
+struct SharedVkDevice;
+std::shared_ptr<SharedVkDevice> open_shared_vk_device(int device = -1, bool validation = false,
+                                                      const std::string& cache_dir = {});
+
 // Which matrix-matrix kernel prefill matmuls use.
 enum class MatmulKernel {
   automatic,  // cooperative matrices when the device has the 16x16x16 f16 shape, else the tiled scalar kernel
@@ -54,6 +63,9 @@ struct VkBackendOptions {
   // On unified memory with VK_EXT_external_memory_host (DeviceInfo::imports_host_memory), matrices are used in place
   // from the mapped model file instead of being copied; tests turn it off to cover the copy.
   bool import_host_weights = true;
+  // When set, the backend runs on this device and uses its pipelines (device, validation and cache_dir above are
+  // then unused); otherwise it opens its own.
+  std::shared_ptr<SharedVkDevice> shared_device;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
