@@ -42,10 +42,10 @@
 #extension GL_EXT_control_flow_attributes : require
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer WeightBuf { uint weight_words[]; };
-#if defined(WTYPE_F16) || defined(WTYPE_Q4_K)
+#if defined(WTYPE_F16) || defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 layout(binding = 0) readonly buffer WeightVec { uvec4 weight_vec[]; };  // the same buffer in 16-byte words
 #endif
-#if defined(WTYPE_Q4_K)
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 layout(binding = 0) readonly buffer WeightPair { uvec2 weight_pair[]; };  // and in 8-byte words
 #endif
 #if defined(X_F16)
@@ -161,11 +161,15 @@ uint q6_k_pair(uint l, uint h, f16vec2 ds) {
 }
 #endif
 
-#if defined(WTYPE_Q4_K)
+#if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 // Two Q4_K elements, the low nibbles of t's bytes 0 and 1, as q * d1 - m1 in f16 arithmetic (codes_minus: q exactly);
-// the fma rounds once.
+// the fma rounds once. Q5_K: bit 0 of h's bytes 0 and 1 is the codes' fifth bit.
 uint q4_k_pair(uint t, f16vec2 d1, f16vec2 m1) {
   return packFloat2x16(fma(codes_minus(nibble_pair(t), float16_t(1024.0)), d1, -m1));
+}
+uint q5_k_pair(uint t, uint h, f16vec2 d1, f16vec2 m1) {
+  const uint q = nibble_pair(t) | (((h & 0x01u) | ((h << 8) & 0x00010000u)) << 4);
+  return packFloat2x16(fma(codes_minus(q, float16_t(1024.0)), d1, -m1));
 }
 #endif
 
@@ -216,6 +220,13 @@ Raw load_w_raw(uint row, uint k) {
   // the 16-token GEMM, bound by the loads' latency rather than their issue, unchanged: docs/benchmarks.md).
   const uint q0 = blk * 4u + 4u + 8u * (j >> 6) + ((j & 31u) >> 2);
   r.b.xy = weight_pair[q0 >> 1];
+#elif defined(WTYPE_Q5_K)
+  // Q5_K super-blocks of 176 bytes, rows 16-byte aligned as Q4_K's: the 16-byte load of d, dmin and the scales, one
+  // 8-byte load of the 8 elements' codes (qs from byte 48) and one of their fifth bits (qh[l .. l + 8), byte 16 + l).
+  const uint blk = (row >> 4) + (k >> 8) * 11u, j = k & 255u;
+  r.a = weight_vec[blk];
+  r.b.xy = weight_pair[(blk * 4u + 12u + 8u * (j >> 6) + ((j & 31u) >> 2)) >> 1];
+  r.b.zw = weight_pair[(blk * 4u + 4u + ((j & 31u) >> 2)) >> 1];
 #elif defined(WTYPE_Q8_0)
   // Q8_0 blocks of 34 bytes are 2-byte aligned: the word holding d, and the 3 words covering qs[j .. j + 7].
   const uint blk = row + (k >> 5) * 34u, cb = blk + 2u + (k & 31u);
@@ -289,7 +300,7 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
   precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
   return pack8(a, b);
-#elif defined(WTYPE_Q4_K)
+#elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
   // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. w = (d * sc) * q - dmin *
   // mn as dequant.glsl, in f16 arithmetic two elements per instruction (q4_k_pair): d * sc and dmin * mn are exact
   // products rounded once to f16, and w rounds once more, where dequant.glsl's f32 expression rounds to f16 only at
@@ -310,7 +321,14 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const f16vec2 dm = unpackFloat2x16(r.a.x) * f16vec2(float16_t(sc), float16_t(mn));  // (d * sc, dmin * mn)
   const f16vec2 d1 = dm.xx, m1 = dm.yy;
   const uint shift = (j & 32u) >> 3, lo = r.b.x >> shift, hi = r.b.y >> shift;
+#if defined(WTYPE_Q4_K)
   return uvec4(q4_k_pair(lo, d1, m1), q4_k_pair(lo >> 16, d1, m1), q4_k_pair(hi, d1, m1), q4_k_pair(hi >> 16, d1, m1));
+#else
+  // Fifth bits: bit s of qh[l + i], the 8 bytes in r.b.zw.
+  const uint hlo = r.b.z >> s, hhi = r.b.w >> s;
+  return uvec4(q5_k_pair(lo, hlo, d1, m1), q5_k_pair(lo >> 16, hlo >> 16, d1, m1), q5_k_pair(hi, hhi, d1, m1),
+               q5_k_pair(hi >> 16, hhi >> 16, d1, m1));
+#endif
 #else
   return r.a;
 #endif
