@@ -249,6 +249,12 @@ Raw load_w_raw(uint row, uint k) {
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
               weight_words[min((cb >> 2) + 2u, last)]);
+#elif defined(WTYPE_IQ4_XS)
+  // IQ4_XS super-blocks of 136 bytes (word-aligned): the word of d and scales_h, the word of scales_l, and the 2
+  // words of the 8 elements' codes, qs[16 s + (l & 15) ..] of sub-block s (low nibbles for l < 16, high otherwise).
+  const uint blk = (row >> 2) + (k >> 8) * 34u, j = k & 255u;
+  const uint cw = blk + 2u + 4u * (j >> 5) + ((j & 15u) >> 2);
+  r.a = uvec4(weight_words[blk], weight_words[blk + 1u], weight_words[cw], weight_words[cw + 1u]);
 #else
   // Other types: decoded here with dequant.glsl (their loads and math are not yet separated).
   r.a = pack8(dequant4(row, k), !K_TAIL || k + 4u < pc.cols ? dequant4(row, k + 4u) : vec4(0.0));
@@ -299,6 +305,14 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint hi = s == 0u ? r.a.z : (r.a.z >> s) | (r.a.w << (32u - s));
   const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
   precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
+  return pack8(a, b);
+#elif defined(WTYPE_IQ4_XS)
+  // Same expression as dequant.glsl: w = (d * (ls - 32)) * table[q], rounded to f16 by pack8.
+  const uint j = k & 255u, s = j >> 5;
+  const uint ls = ((r.a.y >> (4u * s)) & 0x0Fu) | (((r.a.x >> (16u + 2u * s)) & 3u) << 4);
+  precise const float dl = unpackHalf2x16(r.a.x).x * float(int(ls) - 32);
+  const uint nib = (j & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
+  precise const vec4 a = dl * dq_lut(dq_bytes(r.a.z >> nib) & 0x0Fu), b = dl * dq_lut(dq_bytes(r.a.w >> nib) & 0x0Fu);
   return pack8(a, b);
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
   // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. w = (d * sc) * q - dmin *
