@@ -152,6 +152,13 @@ uint q4_0_pair(uint t, f16vec2 d) {
 }
 #endif
 
+#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
+// Four 5-bit codes: the low nibbles of `nibbles`' bytes, with bits 0..3 of `bits` above them.
+uvec4 five_bit_codes(uint nibbles, uint bits) {
+  return (dq_bytes(nibbles) & 0x0Fu) | (((uvec4(bits) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4);
+}
+#endif
+
 #if defined(WTYPE_Q6_K)
 // Two Q6_K elements, 6-bit codes from the low nibbles of l's bytes 0 and 1 and the low 2 bits of h's, as (q - 32) * ds
 // in f16 arithmetic (codes_minus: q - 32 exactly); the product rounds once.
@@ -204,8 +211,8 @@ Raw load_w_raw(uint row, uint k) {
     r.a = uvec4(weight_words[w], weight_words[w + 1u], whole ? weight_words[w + 2u] : 0u,
                 whole ? weight_words[w + 3u] : 0u);
   }
-#elif defined(WTYPE_Q4_0)
-  // Q4_0 blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code bytes
+#elif defined(WTYPE_Q4_0) || defined(WTYPE_IQ4_NL)
+  // Q4_0 (and IQ4_NL) blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code bytes
   // qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16; j = k % 32 is 0, 8, 16 or 24).
   const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
@@ -249,6 +256,21 @@ Raw load_w_raw(uint row, uint k) {
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
               weight_words[min((cb >> 2) + 2u, last)]);
+#elif defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+  // Q4_1 (20 bytes) and Q5_1 (24) blocks are word-aligned: the word of d and m, Q5_1's word of fifth bits (qh), and
+  // the 2 words of the 8 elements' codes (qs[j & 15 ..]: low nibbles for j < 16, high otherwise).
+#if defined(WTYPE_Q4_1)
+  const uint w = (row + (k >> 5) * 20u) >> 2, cw = w + 1u + ((k & 15u) >> 2);
+#else
+  const uint w = (row + (k >> 5) * 24u) >> 2, cw = w + 2u + ((k & 15u) >> 2);
+#endif
+  r.a = uvec4(weight_words[w], weight_words[w + 1u], weight_words[cw], weight_words[cw + 1u]);
+#elif defined(WTYPE_Q5_0)
+  // Q5_0 blocks of 22 bytes are 2-byte aligned: the 2 words covering d and qh, and the 3 covering the 8 code bytes.
+  const uint blk = row + (k >> 5) * 22u, cb = blk + 6u + (k & 15u);
+  const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the fifth may pass the end
+  r.a = uvec4(weight_words[blk >> 2], weight_words[(blk >> 2) + 1u], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u]);
+  r.b.x = weight_words[min((cb >> 2) + 2u, last)];
 #elif defined(WTYPE_IQ4_XS)
   // IQ4_XS super-blocks of 136 bytes (word-aligned): the word of d and scales_h, the word of scales_l, and the 2
   // words of the 8 elements' codes, qs[16 s + (l & 15) ..] of sub-block s (low nibbles for l < 16, high otherwise).
@@ -305,6 +327,38 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint hi = s == 0u ? r.a.z : (r.a.z >> s) | (r.a.w << (32u - s));
   const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
   precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
+  return pack8(a, b);
+#elif defined(WTYPE_IQ4_NL)
+  // Same expression as dequant.glsl: w = d * table[q], rounded to f16 by pack8; the words as Q4_0's.
+  const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
+  const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
+  const uint s = (cb & 2u) * 8u, nib = (k & 16u) >> 2;
+  const uint lo = funnel16(r.a.y, r.a.z, s) >> nib, hi = funnel16(r.a.z, r.a.w, s) >> nib;
+  precise const vec4 a = d * dq_lut(dq_bytes(lo) & 0x0Fu), b = d * dq_lut(dq_bytes(hi) & 0x0Fu);
+  return pack8(a, b);
+#elif defined(WTYPE_Q4_1)
+  // Same expression as dequant.glsl: w = q * d + m, rounded to f16 by pack8.
+  const vec2 dm = unpackHalf2x16(r.a.x);
+  const uint nib = (k & 16u) >> 2;
+  precise const vec4 a = vec4(dq_bytes(r.a.z >> nib) & 0x0Fu) * dm.x + dm.y;
+  precise const vec4 b = vec4(dq_bytes(r.a.w >> nib) & 0x0Fu) * dm.x + dm.y;
+  return pack8(a, b);
+#elif defined(WTYPE_Q5_1)
+  // Same expression as dequant.glsl: w = q * d + m; the fifth bit of element j is bit j of qh.
+  const uint j = k & 31u, nib = (j & 16u) >> 2, bits = r.a.y >> j;
+  const vec2 dm = unpackHalf2x16(r.a.x);
+  precise const vec4 a = vec4(five_bit_codes(r.a.z >> nib, bits)) * dm.x + dm.y;
+  precise const vec4 b = vec4(five_bit_codes(r.a.w >> nib, bits >> 4)) * dm.x + dm.y;
+  return pack8(a, b);
+#elif defined(WTYPE_Q5_0)
+  // Same expression as dequant.glsl: w = (q - 16) * d; d and qh sit at byte 0 or 2 of the first word.
+  const uint blk = row + (k >> 5) * 22u, j = k & 31u, cb = blk + 6u + (j & 15u), h = (blk & 2u) * 8u;
+  const float d = unpackHalf2x16(r.a.x >> h).x;
+  const uint qh = h == 0u ? (r.a.x >> 16) | (r.a.y << 16) : r.a.y, bits = qh >> j;
+  const uint s = (cb & 2u) * 8u, nib = (j & 16u) >> 2;
+  const uint lo = funnel16(r.a.z, r.a.w, s) >> nib, hi = funnel16(r.a.w, r.b.x, s) >> nib;
+  precise const vec4 a = vec4(ivec4(five_bit_codes(lo, bits)) - 16) * d;
+  precise const vec4 b = vec4(ivec4(five_bit_codes(hi, bits >> 4)) - 16) * d;
   return pack8(a, b);
 #elif defined(WTYPE_IQ4_XS)
   // Same expression as dequant.glsl: w = (d * (ls - 32)) * table[q], rounded to f16 by pack8.
