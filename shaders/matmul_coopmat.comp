@@ -271,6 +271,12 @@ Raw load_w_raw(uint row, uint k) {
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the fifth may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[(blk >> 2) + 1u], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u]);
   r.b.x = weight_words[min((cb >> 2) + 2u, last)];
+#elif defined(WTYPE_Q2_K)
+  // Q2_K super-blocks of 84 bytes (word-aligned): the word holding the 8 elements' scale byte (scales[j / 16]), the
+  // 2 words of their codes (qs[32 (j / 128) + j % 32 ..], 2 bits at 2 ((j % 128) / 32)), and the word of d and dmin.
+  const uint blk = (row >> 2) + (k >> 8) * 21u, j = k & 255u;
+  const uint cw = blk + 4u + 8u * (j >> 7) + ((j & 31u) >> 2);
+  r.a = uvec4(weight_words[blk + (j >> 6)], weight_words[cw], weight_words[cw + 1u], weight_words[blk + 20u]);
 #elif defined(WTYPE_IQ4_XS)
   // IQ4_XS super-blocks of 136 bytes (word-aligned): the word of d and scales_h, the word of scales_l, and the 2
   // words of the 8 elements' codes, qs[16 s + (l & 15) ..] of sub-block s (low nibbles for l < 16, high otherwise).
@@ -359,6 +365,13 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint lo = funnel16(r.a.z, r.a.w, s) >> nib, hi = funnel16(r.a.w, r.b.x, s) >> nib;
   precise const vec4 a = vec4(ivec4(five_bit_codes(lo, bits)) - 16) * d;
   precise const vec4 b = vec4(ivec4(five_bit_codes(hi, bits >> 4)) - 16) * d;
+  return pack8(a, b);
+#elif defined(WTYPE_Q2_K)
+  // Same expression as dequant.glsl: w = (d * sc) * q - dmin * mn, rounded to f16 by pack8.
+  const uint j = k & 255u, sm = (r.a.x >> (8u * ((j >> 4) & 3u))) & 0xFFu, shift = 2u * ((j & 127u) >> 5);
+  const vec2 dm = unpackHalf2x16(r.a.w);
+  precise const float dl = dm.x * float(sm & 0x0Fu), ml = dm.y * float(sm >> 4);
+  precise const vec4 a = dl * vec4(dq_bytes(r.a.y >> shift) & 3u) - ml, b = dl * vec4(dq_bytes(r.a.z >> shift) & 3u) - ml;
   return pack8(a, b);
 #elif defined(WTYPE_IQ4_XS)
   // Same expression as dequant.glsl: w = (d * (ls - 32)) * table[q], rounded to f16 by pack8.
