@@ -125,11 +125,15 @@ vec4 dequant4(uint row_byte, uint e) {
 #define WEIGHT_BLOCK_BYTES 24
 #define DQ_QH 4u
 #endif
+// Four 5-bit codes: the low nibbles of `nibbles`' bytes, with bits 0..3 of `bits` (their fifth bits) above them.
+uvec4 dq_five_bit_codes(uint nibbles, uint bits) {
+  return (dq_bytes(nibbles) & 0x0Fu) | (((uvec4(bits) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4);
+}
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 5) * WEIGHT_BLOCK_BYTES, j = e & 31u;
   const uint lo = read_u32_unaligned(blk + DQ_QH + 4u + (j & 15u)) >> (j & 16u) / 4u;
   const uint hi = read_u8(blk + DQ_QH + j / 8u) >> (j & 7u);
-  const uvec4 q = (dq_bytes(lo) & 0x0Fu) | (((uvec4(hi) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4);
+  const uvec4 q = dq_five_bit_codes(lo, hi);
 #if defined(WTYPE_Q5_0)
   const float d = read_f16(blk);
   precise const vec4 w = vec4(ivec4(q) - 16) * d;
@@ -291,10 +295,14 @@ vec4 dequant4(uint row_byte, uint e) {
 //                                                                                     w = (d * (ls - 32)) * table[q]
 #define WEIGHT_BLOCK_ELEMS 256
 #define WEIGHT_BLOCK_BYTES 136
+// Sub-block s's 6-bit scale code ls from the super-block's first two words (w0 = d | scales_h << 16, w1 = scales_l).
+uint dq_iq4_xs_scale(uint w0, uint w1, uint s) {
+  return ((w1 >> (4u * s)) & 0x0Fu) | (((w0 >> (16u + 2u * s)) & 3u) << 4);
+}
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 8) * 136u, j = e & 255u, s = j / 32u, l = j & 31u;
   const float d = read_f16(blk);
-  const uint ls = ((read_u8(blk + 4u + s / 2u) >> (4u * (s & 1u))) & 0x0Fu) | (((read_u16(blk + 2u) >> (2u * s)) & 3u) << 4);
+  const uint ls = dq_iq4_xs_scale(read_u32_unaligned(blk), read_u32_unaligned(blk + 4u), s);
   const uvec4 q = dq_nibbles4(blk + 8u + 16u * s, l);
   precise const float dl = d * float(int(ls) - 32);
   precise const vec4 w = dl * dq_lut(q);

@@ -134,8 +134,9 @@ f16vec2 codes_minus(uint q, float16_t offset) {
 
 #if defined(WTYPE_Q8_0)
 // Two Q8_0 elements, the signed bytes 0 and 1 of t, as q * d in f16 arithmetic: the code q + 128 (the byte with its
-// sign bit flipped) at offset 1152 = 1024 + 128 gives q exactly (codes_minus), and the product with d rounds once, to the same half as the f32 product (exact: 8 x 11 bits) rounded by packHalf2x16 (H200,
-// us: 512x14336x4096 417 -> 397, 512x4096x4096 114 -> 107, 16x4096x4096 26.0 -> 24.0; NMSE unchanged).
+// sign bit flipped) at offset 1152 = 1024 + 128 gives q exactly (codes_minus), and the product with d rounds once,
+// to the same half as the f32 product (exact: 8 x 11 bits) rounded by packHalf2x16 (H200, us: 512x14336x4096
+// 417 -> 397, 512x4096x4096 114 -> 107, 16x4096x4096 26.0 -> 24.0; NMSE unchanged).
 uint q8_0_pair(uint t, f16vec2 d) {
   const uint q = ((t & 0xFFu) | ((t << 8) & 0x00FF0000u)) ^ 0x00800080u;
   precise const f16vec2 w = codes_minus(q, float16_t(1152.0)) * d;
@@ -149,13 +150,6 @@ uint q8_0_pair(uint t, f16vec2 d) {
 uint q4_0_pair(uint t, f16vec2 d) {
   precise const f16vec2 w = codes_minus(nibble_pair(t), float16_t(1032.0)) * d;
   return packFloat2x16(w);
-}
-#endif
-
-#if defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
-// Four 5-bit codes: the low nibbles of `nibbles`' bytes, with bits 0..3 of `bits` above them.
-uvec4 five_bit_codes(uint nibbles, uint bits) {
-  return (dq_bytes(nibbles) & 0x0Fu) | (((uvec4(bits) >> uvec4(0u, 1u, 2u, 3u)) & 1u) << 4);
 }
 #endif
 
@@ -183,6 +177,15 @@ uint q5_k_pair(uint t, uint h, f16vec2 d1, f16vec2 m1) {
 uvec4 pack8(vec4 lo, vec4 hi) {
   return uvec4(packHalf2x16(lo.xy), packHalf2x16(lo.zw), packHalf2x16(hi.xy), packHalf2x16(hi.zw));
 }
+
+#if defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS) || defined(WTYPE_MXFP4)
+// 8 table-format elements, the codes in the low nibbles of lo's and hi's bytes, as table[q] * scale rounded to f16
+// (dequant.glsl's expression).
+uvec4 lut8(uint lo, uint hi, float scale) {
+  precise const vec4 a = dq_lut(dq_bytes(lo) & 0x0Fu) * scale, b = dq_lut(dq_bytes(hi) & 0x0Fu) * scale;
+  return pack8(a, b);
+}
+#endif
 
 // ---- staging loads, split in two --------------------------------------------------------------------------------
 // load_*_raw issues the global loads of one staged uvec4 (8 halves of a row) into registers and does nothing with
@@ -212,8 +215,8 @@ Raw load_w_raw(uint row, uint k) {
                 whole ? weight_words[w + 3u] : 0u);
   }
 #elif defined(WTYPE_Q4_0) || defined(WTYPE_IQ4_NL)
-  // Q4_0 (and IQ4_NL) blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code bytes
-  // qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16; j = k % 32 is 0, 8, 16 or 24).
+  // Q4_0 (and IQ4_NL) blocks of 18 bytes are 2-byte aligned: the word holding d, and the 3 words covering the 8 code
+  // bytes qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16; j = k % 32 is 0, 8, 16 or 24).
   const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the third word may pass the end
   r.a = uvec4(weight_words[blk >> 2], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u],
@@ -269,7 +272,8 @@ Raw load_w_raw(uint row, uint k) {
   // Q5_0 blocks of 22 bytes are 2-byte aligned: the 2 words covering d and qh, and the 3 covering the 8 code bytes.
   const uint blk = row + (k >> 5) * 22u, cb = blk + 6u + (k & 15u);
   const uint last = (WEIGHT_ROWS * pc.row_bytes - 1u) >> 2;  // the chunk's last word: the fifth may pass the end
-  r.a = uvec4(weight_words[blk >> 2], weight_words[(blk >> 2) + 1u], weight_words[cb >> 2], weight_words[(cb >> 2) + 1u]);
+  r.a = uvec4(weight_words[blk >> 2], weight_words[(blk >> 2) + 1u], weight_words[cb >> 2],
+              weight_words[(cb >> 2) + 1u]);
   r.b.x = weight_words[min((cb >> 2) + 2u, last)];
 #elif defined(WTYPE_Q2_K)
   // Q2_K super-blocks of 84 bytes (word-aligned): the word holding the 8 elements' scale byte (scales[j / 16]), the
@@ -332,16 +336,14 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint lo = s == 0u ? r.a.y : (r.a.y >> s) | (r.a.z << (32u - s));
   const uint hi = s == 0u ? r.a.z : (r.a.z >> s) | (r.a.w << (32u - s));
   const uint nib = (k & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
-  precise const vec4 a = dq_lut(dq_bytes(lo >> nib) & 0x0Fu) * d, b = dq_lut(dq_bytes(hi >> nib) & 0x0Fu) * d;
-  return pack8(a, b);
+  return lut8(lo >> nib, hi >> nib, d);
 #elif defined(WTYPE_IQ4_NL)
   // Same expression as dequant.glsl: w = d * table[q], rounded to f16 by pack8; the words as Q4_0's.
   const uint blk = row + (k >> 5) * 18u, cb = blk + 2u + (k & 15u);
   const float d = unpackHalf2x16(r.a.x >> ((blk & 2u) * 8u)).x;
   const uint s = (cb & 2u) * 8u, nib = (k & 16u) >> 2;
   const uint lo = funnel16(r.a.y, r.a.z, s) >> nib, hi = funnel16(r.a.z, r.a.w, s) >> nib;
-  precise const vec4 a = d * dq_lut(dq_bytes(lo) & 0x0Fu), b = d * dq_lut(dq_bytes(hi) & 0x0Fu);
-  return pack8(a, b);
+  return lut8(lo, hi, d);
 #elif defined(WTYPE_Q4_1)
   // Same expression as dequant.glsl: w = q * d + m, rounded to f16 by pack8.
   const vec2 dm = unpackHalf2x16(r.a.x);
@@ -353,8 +355,8 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   // Same expression as dequant.glsl: w = q * d + m; the fifth bit of element j is bit j of qh.
   const uint j = k & 31u, nib = (j & 16u) >> 2, bits = r.a.y >> j;
   const vec2 dm = unpackHalf2x16(r.a.x);
-  precise const vec4 a = vec4(five_bit_codes(r.a.z >> nib, bits)) * dm.x + dm.y;
-  precise const vec4 b = vec4(five_bit_codes(r.a.w >> nib, bits >> 4)) * dm.x + dm.y;
+  precise const vec4 a = vec4(dq_five_bit_codes(r.a.z >> nib, bits)) * dm.x + dm.y;
+  precise const vec4 b = vec4(dq_five_bit_codes(r.a.w >> nib, bits >> 4)) * dm.x + dm.y;
   return pack8(a, b);
 #elif defined(WTYPE_Q5_0)
   // Same expression as dequant.glsl: w = (q - 16) * d; d and qh sit at byte 0 or 2 of the first word.
@@ -363,24 +365,23 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint qh = h == 0u ? (r.a.x >> 16) | (r.a.y << 16) : r.a.y, bits = qh >> j;
   const uint s = (cb & 2u) * 8u, nib = (j & 16u) >> 2;
   const uint lo = funnel16(r.a.z, r.a.w, s) >> nib, hi = funnel16(r.a.w, r.b.x, s) >> nib;
-  precise const vec4 a = vec4(ivec4(five_bit_codes(lo, bits)) - 16) * d;
-  precise const vec4 b = vec4(ivec4(five_bit_codes(hi, bits >> 4)) - 16) * d;
+  precise const vec4 a = vec4(ivec4(dq_five_bit_codes(lo, bits)) - 16) * d;
+  precise const vec4 b = vec4(ivec4(dq_five_bit_codes(hi, bits >> 4)) - 16) * d;
   return pack8(a, b);
 #elif defined(WTYPE_Q2_K)
   // Same expression as dequant.glsl: w = (d * sc) * q - dmin * mn, rounded to f16 by pack8.
   const uint j = k & 255u, sm = (r.a.x >> (8u * ((j >> 4) & 3u))) & 0xFFu, shift = 2u * ((j & 127u) >> 5);
   const vec2 dm = unpackHalf2x16(r.a.w);
   precise const float dl = dm.x * float(sm & 0x0Fu), ml = dm.y * float(sm >> 4);
-  precise const vec4 a = dl * vec4(dq_bytes(r.a.y >> shift) & 3u) - ml, b = dl * vec4(dq_bytes(r.a.z >> shift) & 3u) - ml;
+  precise const vec4 a = dl * vec4(dq_bytes(r.a.y >> shift) & 3u) - ml;
+  precise const vec4 b = dl * vec4(dq_bytes(r.a.z >> shift) & 3u) - ml;
   return pack8(a, b);
 #elif defined(WTYPE_IQ4_XS)
   // Same expression as dequant.glsl: w = (d * (ls - 32)) * table[q], rounded to f16 by pack8.
   const uint j = k & 255u, s = j >> 5;
-  const uint ls = ((r.a.y >> (4u * s)) & 0x0Fu) | (((r.a.x >> (16u + 2u * s)) & 3u) << 4);
-  precise const float dl = unpackHalf2x16(r.a.x).x * float(int(ls) - 32);
+  precise const float dl = unpackHalf2x16(r.a.x).x * float(int(dq_iq4_xs_scale(r.a.x, r.a.y, s)) - 32);
   const uint nib = (j & 16u) >> 2;  // 0: low nibbles, 4: high nibbles
-  precise const vec4 a = dl * dq_lut(dq_bytes(r.a.z >> nib) & 0x0Fu), b = dl * dq_lut(dq_bytes(r.a.w >> nib) & 0x0Fu);
-  return pack8(a, b);
+  return lut8(r.a.z >> nib, r.a.w >> nib, dl);
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
   // The 8 elements share one 32-element sub-block s: its 6-bit scale and min, decoded once. w = (d * sc) * q - dmin *
   // mn as dequant.glsl, in f16 arithmetic two elements per instruction (q4_k_pair): d * sc and dmin * mn are exact

@@ -319,7 +319,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint u = s >> 2, ib = u & 7u;
   const uint w = (row_byte >> 2) + 34u * (u >> 3);
   const uint w0 = weight_words[w];
-  const uint ls = ((weight_words[w + 1u] >> (4u * ib)) & 0x0Fu) | (((w0 >> (16u + 2u * ib)) & 3u) << 4);
+  const uint ls = dq_iq4_xs_scale(w0, weight_words[w + 1u], ib);
   const float dl = unpackHalf2x16(w0).x * (mv_float(ls) - 32.0);
   return dl * mv_lut_dot(weight_words[w + 2u + 4u * ib + (s & 3u)], a);
 }
