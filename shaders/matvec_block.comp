@@ -4,14 +4,18 @@
 // token t, TOKENS per workgroup along y; row groups are a grid-stride loop) for rows whose length is a multiple of 32.
 //
 // Work split: a row is cut into slots of 8 elements (a quarter of a 32-element legacy block) or 16 (a sixteenth of a
-// 256-element K-quant super-block). A workgroup of WG invocations (spec constant 0, a multiple of the subgroup size)
-// owns ROWS consecutive rows (spec constant 1, <= 8) of TOKENS tokens (spec constant 4, below); invocation i takes
-// slots i, i + WG, ... of all ROWS rows.
+// 256-element K-quant super-block); with int8 activations Q4_0, Q4_K, Q5_K and Q6_K take slots of 32 (MV_WIDE: a
+// whole block, or 32 elements of a super-block), which halves the per-(row, token) conversions and scalings and the
+// loads per weight byte (on the H200 a one-token 14336x4096 Q4_K matvec 24.7 -> 18.2 us with op_matvec.cpp's 64x4
+// workgroups, the 8B's tg128 +26 %; docs/benchmarks.md). A workgroup of WG invocations (spec constant 0, a
+// multiple of the subgroup size) owns ROWS consecutive rows (spec constant 1, <= 8) of TOKENS tokens (spec constant
+// 4, below); invocation i takes slots i, i + WG, ... of all ROWS rows.
 // Slots are numbered so that neighbouring invocations read neighbouring activations (a subgroup's vec4 loads cover
 // whole 64- or 128-byte runs) and neighbouring weight bytes. Per slot an invocation loads its activations once
 // (MV_NX vec4, reused by every row), then per row reads its code words and the scales they need with 32-bit loads
 // (blocks of 18/22/34/110/210 bytes start at even bytes: a word that starts mid-word is put together from two; MXFP4's
-// 17-byte blocks at any byte, through read_u32_unaligned), and
+// 17-byte blocks at any byte, through read_u32_unaligned; Q4_K's and Q5_K's 144/176-byte super-blocks in 16-byte
+// loads), and
 // adds scale * dot(codes, x) to an f32 partial sum. Codes become floats exactly through the 2^23 trick: the bits
 // 0x4B000000 | byte are the float 2^23 + byte, so one OR and one subtraction (which also removes the code's offset,
 // e.g. the 8 of Q4_0) replace an integer-to-float conversion. Partial sums are reduced with subgroupAdd, then across
@@ -165,58 +169,117 @@ float mv_sum(vec4 v) { return (v.x + v.y) + (v.z + v.w); }
 // Legacy 32-element blocks (and the table formats, whose codes are laid out as Q4_0's in every block of 32; IQ4_XS's
 // super-block holds 8 of them): slot s = quarter k = s % 4 of block u = s / 4; group 0 = elements 4k..4k+3 of the block,
 // group 1 = elements 16 + 4k .. 16 + 4k + 3 (for the 4-bit types the low and high nibbles of code word k).
+// Q4_0 with int8 activations (MV_WIDE): slot s = block s, group j = elements 4j .. 4j + 3 (the low nibbles of code
+// word j < 4, then the high nibbles of word j - 4): one conversion and scaling per (row, token) and block, not four.
+// (Q8_0 the same way lost at 2 and 4 tokens on the H200: docs/benchmarks.md.)
 #define MV_LEGACY
+#define MV_NB 1
+#if defined(X_Q8) && defined(WTYPE_Q4_0)
+#define MV_WIDE
+#define MV_SLOT_SHIFT 5u
+#define MV_NX 8
+uint mv_x4(uint s, uint j) { return 8u * s + j; }
+#else
 #define MV_SLOT_SHIFT 3u
 #define MV_NX 2
 uint mv_x4(uint s, uint j) { return 8u * (s >> 2) + (s & 3u) + 4u * j; }
+#endif
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
-// Slot s of super-block s / 16: chunk c = (s / 4) % 4 (64 elements, sub-blocks 2c and 2c + 1 as the low and high
-// nibbles of qs[32c ..][32]), k = s % 4: code words k and k + 4 of the chunk. Groups = elements
-// 64c + 4k + (0, 16, 32, 48) .. + 3: word k lo, word k+4 lo, word k hi, word k+4 hi.
+// Slot s: MV_NW consecutive code words of a 64-element chunk (sub-blocks 2c and 2c + 1 as the low and high nibbles of
+// qs[32c ..][32]), MV_SPC = 8 / MV_NW slots per chunk: super-block s / (4 MV_SPC), chunk c = (s / MV_SPC) % 4,
+// k = s % MV_SPC, code words MV_NW k .. + MV_NW - 1. Groups j < MV_NW: elements 64c + 4 (MV_NW k + j) .. + 3 (the
+// low nibbles of word MV_NW k + j, sub-block 2c); group MV_NW + j: the same 32 elements further (its high nibbles,
+// sub-block 2c + 1). With int8 activations (MV_WIDE) a slot is 4 words, 32 elements: per (row, token) one
+// conversion and scaling per 16 elements of each sub-block (it was 8), and the codes, scales and (Q5_K) high bits
+// each one 16-byte load. With f32 activations 2 words, as 4 would hold 32 floats per token in registers.
+#if defined(X_Q8)
+#define MV_WIDE
+#define MV_NW 4u
+#define MV_SPC 2u
+#define MV_SLOT_SHIFT 5u
+#define MV_NX 8
+#else
+#define MV_NW 2u
+#define MV_SPC 4u
 #define MV_SLOT_SHIFT 4u
 #define MV_NX 4
-uint mv_x4(uint s, uint j) { return 16u * (s >> 2) + (s & 3u) + 4u * j; }
+#endif
+#define MV_NB 2
+uint mv_x4(uint s, uint j) { return 16u * (s / MV_SPC) + MV_NW * (s % MV_SPC) + j % MV_NW + 8u * (j / MV_NW); }
 #elif defined(WTYPE_Q2_K) || defined(WTYPE_Q3_K) || defined(WTYPE_Q6_K)
 // 2-bit interleaving (quant_blocks.h): slot s of super-block s / 16: half h = (s / 8) % 2, n = s % 8: elements
 // 128h + 32R + 4n .. + 3 for the runs R = 0..3, all in the code bytes 4n..4n+3 of the half (at shifts 2R for the
 // 2-bit fields); group R holds run R. Sub-block of run R: 8h + 2R + n / 4.
+// Q6_K with int8 activations (MV_WIDE): slots of 8 elements per run, n = s % 4, half h = (s / 4) % 2: elements
+// 128h + 32R + 8n .. + 7, code bytes 8n .. 8n + 7 of the half, groups 2R and 2R + 1; sub-block 8h + 2R + n / 2.
+#define MV_NB 4
+#if defined(X_Q8) && defined(WTYPE_Q6_K)
+#define MV_WIDE
+#define MV_SLOT_SHIFT 5u
+#define MV_NX 8
+uint mv_x4(uint s, uint j) { return 32u * (s >> 2) + 2u * (s & 3u) + (j & 1u) + 8u * (j >> 1); }
+#else
 #define MV_SLOT_SHIFT 4u
 #define MV_NX 4
 uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
+#endif
 #else
 #error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
 #endif
 
-// A slot's activations, and the two things the per-type code does with them:
-//   float mv_dot(codes, bias, a, j)   sum over the 4 bytes b_i of `codes` (each < 128) of (b_i - bias) * group j
-//   float mv_xsum_group(a, j)         the sum of group j (what mins and offsets multiply)
+// A slot's activations, and what the per-type code does with them. Its groups lie in MV_NB 32-element activation
+// blocks, MV_GPB = MV_NX / MV_NB consecutive groups each (group j in block j / MV_GPB).
+//   float mv_dot_run(c, n, bias, a, j0)  sum over the groups j0 .. j0 + n - 1 (n <= 4, all of the slot's groups in
+//                                        one block: X_Q8 subtracts bias times the block's code sum) of
+//                                        (bytes of c[i] - bias) . group j0 + i, the bytes each < 128
+//   float mv_dot(codes, bias, a, j)      the same for the one group j of a block
+//   float mv_xsum_block(a, b)            the sum of the slot's groups in block b (what mins and offsets multiply)
+const uint MV_GPB = MV_NX / MV_NB;
 #if defined(X_Q8)
 struct MvAct {
   uint q[MV_NX];   // 4 int8 codes per group
-  float d[MV_NX];  // the group's block scale
-  int s[MV_NX];    // the sum of the group's 4 codes
+  float d[MV_NB];  // the block's scale
+  int s[MV_NB];    // the sum of the slot's codes in the block
 };
-float mv_dot(uint codes, float bias, const MvAct a, uint j) {
-  return a.d[j] * float(dotPacked4x8EXT(int(codes), int(a.q[j])) - int(bias) * a.s[j]);
+// The integer dot products of a block's groups are added before the one conversion and scaling, which a
+// multi-token matvec repeats per row and token (H200, 14336x4096 Q4_K: 1 token 26.0 -> 25.0 us for two groups
+// instead of one; docs/benchmarks.md).
+int mv_idot_n(uvec4 c, uint n, const MvAct a, uint j0) {
+  int q = 0;
+  [[unroll]] for (uint i = 0; i < 4u; ++i)
+    if (i < n) q += dotPacked4x8EXT(int(c[i]), int(a.q[j0 + i]));
+  return q;
 }
-float mv_xsum_group(const MvAct a, uint j) { return a.d[j] * float(a.s[j]); }
-// mv_dot(c0, .., j0) + mv_dot(c1, .., j1) for two groups of one 32-element activation block (one scale): the integer
-// dot products are added before the one conversion and scaling, which a multi-token matvec repeats per row and token
-// (H200, 14336x4096 Q4_K: 1 token 26.0 -> 25.0 us with this alone; docs/benchmarks.md).
-float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0, uint j1) {
-  const int q = dotPacked4x8EXT(int(c0), int(a.q[j0])) + dotPacked4x8EXT(int(c1), int(a.q[j1]));
-  return a.d[j0] * float(q - int(bias) * (a.s[j0] + a.s[j1]));
+// The integer dot product of the 4 code words c with groups j0 .. j0 + 3.
+int mv_idot(uvec4 c, const MvAct a, uint j0) { return mv_idot_n(c, 4u, a, j0); }
+float mv_dot_run(uvec4 c, uint n, float bias, const MvAct a, uint j0) {
+  const uint b = j0 / MV_GPB;
+  return a.d[b] * float(mv_idot_n(c, n, a, j0) - int(bias) * a.s[b]);
 }
+float mv_xsum_block(const MvAct a, uint b) { return a.d[b] * float(a.s[b]); }
 #else
 struct MvAct {
   vec4 v[MV_NX];
 };
-float mv_dot(uint codes, float bias, const MvAct a, uint j) { return dot(mv_bytes(codes, bias), a.v[j]); }
-float mv_xsum_group(const MvAct a, uint j) { return mv_sum(a.v[j]); }
-float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0, uint j1) {
-  return mv_dot(c0, bias, a, j0) + mv_dot(c1, bias, a, j1);
+float mv_dot_run(uvec4 c, uint n, float bias, const MvAct a, uint j0) {
+  float r = 0.0;
+  [[unroll]] for (uint i = 0; i < 4u; ++i)
+    if (i < n) r += dot(mv_bytes(c[i], bias), a.v[j0 + i]);
+  return r;
+}
+float mv_xsum_block(const MvAct a, uint b) {
+  float r = 0.0;
+  [[unroll]] for (uint i = 0; i < MV_GPB; ++i) r += mv_sum(a.v[b * MV_GPB + i]);
+  return r;
 }
 #endif
+float mv_dot(uint codes, float bias, const MvAct a, uint j) {
+  return mv_dot_run(uvec4(codes, 0u, 0u, 0u), 1u, bias, a, j);
+}
+// Two groups j0, j0 + 1 of one block.
+float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0) {
+  return mv_dot_run(uvec4(c0, c1, 0u, 0u), 2u, bias, a, j0);
+}
 
 // ---- per type ----------------------------------------------------------------------------------------------------
 //   vec4 mv_xsum(a)                     the sums of x that the type's mins multiply (once per slot, shared by rows)
@@ -224,17 +287,34 @@ float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0, uint j1) {
 
 #if defined(MV_LEGACY)
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
-vec4 mv_xsum(const MvAct a) { return vec4(mv_xsum_group(a, 0) + mv_xsum_group(a, 1), 0.0, 0.0, 0.0); }
+vec4 mv_xsum(const MvAct a) { return vec4(mv_xsum_block(a, 0), 0.0, 0.0, 0.0); }
 #else
 vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 #endif
 
-#if defined(WTYPE_Q4_0)
+#if defined(WTYPE_Q4_0) && defined(MV_WIDE)
+// 18 bytes: f16 d | qs[16], in words w .. w + 4 (the block starts at byte 0 or 2 of word w; the padding of weights
+// to whole words holds the last block's fifth word).                                       w = (q - 8) * d
+// Code word i of the block from its words i and i + 1, and d from word 0:
+uint mv_code_word(uint lo, uint hi, bool mid) { return mid ? hi : (lo >> 16) | (hi << 16); }
+float mv_block_d(uint v0, bool mid) { return unpackHalf2x16(mid ? v0 >> 16 : v0).x; }
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint b = row_byte + 18u * s, w = b >> 2;
+  const bool mid = (b & 2u) != 0u;
+  const uint v0 = weight_words[w], v1 = weight_words[w + 1u], v2 = weight_words[w + 2u];
+  const uint v3 = weight_words[w + 3u], v4 = weight_words[w + 4u];
+  const uvec4 q = uvec4(mv_code_word(v0, v1, mid), mv_code_word(v1, v2, mid), mv_code_word(v2, v3, mid),
+                        mv_code_word(v3, v4, mid));
+  const int dot_q = mv_idot(q & 0x0F0F0F0Fu, a, 0) + mv_idot((q >> 4) & 0x0F0F0F0Fu, a, 4);
+  return mv_block_d(v0, mid) * (a.d[0] * float(dot_q - 8 * a.s[0]));
+}
+
+#elif defined(WTYPE_Q4_0)
 // 18 bytes: f16 d | qs[16].                                                                  w = (q - 8) * d
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint b = row_byte + 18u * (s >> 2);
   const uint q = mv_load4(b + 2u + 4u * (s & 3u));
-  return mv_f16(b) * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 8.0, a, 0, 1);
+  return mv_f16(b) * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 8.0, a, 0);
 }
 
 #elif defined(WTYPE_Q4_1)
@@ -243,7 +323,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint w = (row_byte + 20u * (s >> 2)) >> 2;
   const vec2 dm = unpackHalf2x16(weight_words[w]);
   const uint q = weight_words[w + 1u + (s & 3u)];
-  return dm.x * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 0.0, a, 0, 1) + dm.y * xsum.x;
+  return dm.x * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 0.0, a, 0) + dm.y * xsum.x;
 }
 
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
@@ -263,7 +343,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #endif
   const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
   const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-  const float dot_q = mv_dot2(lo, hi, bias, a, 0, 1);
+  const float dot_q = mv_dot2(lo, hi, bias, a, 0);
 #if defined(WTYPE_Q5_0)
   return mv_f16(b) * dot_q;
 #else
@@ -301,7 +381,7 @@ float mv_lut_dot(uint q, const MvAct a) {
   const uint p2 = mv_lut_pairs[(q >> 16) & 0xFFu], p3 = mv_lut_pairs[q >> 24];
   const uint g0 = (p0 & 0xFFu) | ((p1 & 0xFFu) << 8) | ((p2 & 0xFFu) << 16) | ((p3 & 0xFFu) << 24);
   const uint g1 = (p0 >> 8) | (p1 & 0xFF00u) | ((p2 & 0xFF00u) << 8) | ((p3 & 0xFF00u) << 16);
-  return mv_dot2(g0, g1, MV_LUT_BIAS, a, 0, 1);
+  return mv_dot2(g0, g1, MV_LUT_BIAS, a, 0);
 }
 
 #if defined(WTYPE_IQ4_NL)
@@ -346,16 +426,14 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;
   const float bias = 128.0;
 #endif
-  return mv_f16(b) * mv_dot2(q0, q1, bias, a, 0, 1);
+  return mv_f16(b) * mv_dot2(q0, q1, bias, a, 0);
 }
 #endif
 
 #elif defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
 // Q4_K (144 bytes): f16 d, f16 dmin | scales[12] | qs[128].        Q5_K (176 bytes): ... | scales[12] | qh[32] | qs[128].
 // Word-aligned (rows are whole words).
-vec4 mv_xsum(const MvAct a) {
-  return vec4(mv_xsum_group(a, 0) + mv_xsum_group(a, 1), mv_xsum_group(a, 2) + mv_xsum_group(a, 3), 0.0, 0.0);
-}
+vec4 mv_xsum(const MvAct a) { return vec4(mv_xsum_block(a, 0), mv_xsum_block(a, 1), 0.0, 0.0); }
 #if defined(WTYPE_Q4_K)
 #define MV_BLOCK_WORDS 36u
 #define MV_QS_WORD 4u
@@ -363,35 +441,46 @@ vec4 mv_xsum(const MvAct a) {
 #define MV_BLOCK_WORDS 44u
 #define MV_QS_WORD 12u
 #endif
+// Super-blocks are whole 16-byte words (rows are whole super-blocks; weights are bound at multiples of 16 bytes).
+layout(binding = 0) readonly buffer WeightVec4 { uvec4 weight_vec4[]; };
+// The slot's MV_NW words from word `at` (a multiple of MV_NW).
+uvec4 mv_words(uint at) {
+#if defined(MV_WIDE)
+  return weight_vec4[at >> 2];
+#else
+  return uvec4(weight_words[at], weight_words[at + 1u], 0u, 0u);
+#endif
+}
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
-  const uint c = (s >> 2) & 3u, k = s & 3u;
-  const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (s >> 4);
-  const vec2 dm = unpackHalf2x16(weight_words[w]);
-  const uint w1 = weight_words[w + 1u], w2 = weight_words[w + 2u], w3 = weight_words[w + 3u];
-  const uint q0 = weight_words[w + MV_QS_WORD + 8u * c + k], q1 = weight_words[w + MV_QS_WORD + 8u * c + k + 4u];
+  const uint c = (s / MV_SPC) & 3u, k = s % MV_SPC;
+  const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (s / (4u * MV_SPC));
+  const uvec4 head = weight_vec4[w >> 2];  // f16 d, f16 dmin | scales[0..12)
+  const vec2 dm = unpackHalf2x16(head.x);
   // Scale and min codes of sub-blocks 2c, 2c + 1 (unpack_scale_min_k4), two bytes at a time: bytes 2(c % 2) and
   // 2(c % 2) + 1 of scales[0..4) & 63 (c < 2), or of scales[8..12) low / high nibbles with the top two bits of
   // scales[0..4) / scales[4..8) above them (c >= 2).
   const uint sh = 16u * (c & 1u);
-  const uint sc2 = c < 2u ? (w1 >> sh) & 0x3F3Fu : ((w3 >> sh) & 0x0F0Fu) | ((w1 >> (sh + 2u)) & 0x3030u);
-  const uint mn2 = c < 2u ? (w2 >> sh) & 0x3F3Fu : ((w3 >> (sh + 4u)) & 0x0F0Fu) | ((w2 >> (sh + 2u)) & 0x3030u);
-  uint lo0 = q0 & 0x0F0F0F0Fu, lo1 = q1 & 0x0F0F0F0Fu, hi0 = (q0 >> 4) & 0x0F0F0F0Fu, hi1 = (q1 >> 4) & 0x0F0F0F0Fu;
+  const uint sc2 = c < 2u ? (head.y >> sh) & 0x3F3Fu : ((head.w >> sh) & 0x0F0Fu) | ((head.y >> (sh + 2u)) & 0x3030u);
+  const uint mn2 = c < 2u ? (head.z >> sh) & 0x3F3Fu
+                          : ((head.w >> (sh + 4u)) & 0x0F0Fu) | ((head.z >> (sh + 2u)) & 0x3030u);
+  const uvec4 q = mv_words(w + MV_QS_WORD + 8u * c + MV_NW * k);
+  uvec4 lo = q & 0x0F0F0F0Fu, hi = (q >> 4) & 0x0F0F0F0Fu;
 #if defined(WTYPE_Q5_K)
-  // Fifth bit of element l of sub-block t: bit t of qh[l]; words k and k + 4 of qh hold l = 4k.. and 16 + 4k..
-  const uint h0 = weight_words[w + 4u + k] >> (2u * c), h1 = weight_words[w + 8u + k] >> (2u * c);
-  lo0 |= (h0 & 0x01010101u) << 4, lo1 |= (h1 & 0x01010101u) << 4;
-  hi0 |= (h0 & 0x02020202u) << 3, hi1 |= (h1 & 0x02020202u) << 3;
+  // Fifth bit of element l of sub-block t: bit t of qh[l]; qh word i holds l = 4i .. 4i + 3, the slot's l are those of
+  // its code words.
+  const uvec4 h = mv_words(4u + w + MV_NW * k) >> (2u * c);
+  lo |= (h & 0x01010101u) << 4, hi |= (h & 0x02020202u) << 3;
 #endif
-  const float lo = mv_dot2(lo0, lo1, 0.0, a, 0, 1);
-  const float hi = mv_dot2(hi0, hi1, 0.0, a, 2, 3);
-  return (dm.x * mv_float(sc2 & 0xFFu)) * lo - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
-         (dm.x * mv_float(sc2 >> 8)) * hi - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
+  const float dot_lo = mv_dot_run(lo, MV_NW, 0.0, a, 0);
+  const float dot_hi = mv_dot_run(hi, MV_NW, 0.0, a, MV_NW);
+  return (dm.x * mv_float(sc2 & 0xFFu)) * dot_lo - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
+         (dm.x * mv_float(sc2 >> 8)) * dot_hi - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
 }
 
 #else  // Q2_K, Q3_K, Q6_K
 #if defined(WTYPE_Q2_K)
 vec4 mv_xsum(const MvAct a) {
-  return vec4(mv_xsum_group(a, 0), mv_xsum_group(a, 1), mv_xsum_group(a, 2), mv_xsum_group(a, 3));
+  return vec4(mv_xsum_block(a, 0), mv_xsum_block(a, 1), mv_xsum_block(a, 2), mv_xsum_block(a, 3));
 }
 #else
 vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
@@ -439,6 +528,24 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #elif defined(WTYPE_Q6_K)
 // 210 bytes (start at byte 0 or 2 of a word): ql[128] | qh[64] | int8 scales[16] | f16 d. Run R: low nibble R / 2
 // of ql[64h + 32(R % 2) + l], high bits 2R of qh[32h + l], q = code - 32.                     w = (d * sc) * q
+#if defined(MV_WIDE)
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint h = (s >> 2) & 1u, n = s & 3u;
+  const uint b = row_byte + 210u * (s >> 3);
+  const uvec2 ql0 = mv_load8(b + 64u * h + 8u * n), ql1 = mv_load8(b + 64u * h + 32u + 8u * n);
+  const uvec2 qh = mv_load8(b + 128u + 32u * h + 8u * n);
+  const uvec2 sw = mv_load8(b + 192u + 8u * h);  // scales[8h .. 8h + 8)
+  const float d = mv_f16(b + 208u);
+  float r = 0.0;
+  for (uint R = 0; R < 4u; ++R) {
+    const uvec2 lo = (((R & 1u) == 0u ? ql0 : ql1) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
+    const uvec2 v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
+    const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 1))), 0, 8);
+    r += (d * float(sc)) * mv_dot_run(uvec4(v, 0u, 0u), 2u, 32.0, a, 2u * R);
+  }
+  return r;
+}
+#else
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint b = row_byte + 210u * (s >> 4);
@@ -455,6 +562,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   }
   return r;
 }
+#endif
 #endif
 #endif
 
@@ -488,17 +596,19 @@ layout(constant_id = 4) const uint TOKENS = 1;
 #define TOKEN_BASE(u)                                                                   \
   const uint xq_base##u = q8_row_base(pc.x_row0 + t0 + min(u, TOKENS - 1u), pc.cols);   \
   const uint xd_base##u = xq_base##u + q8_scale_word(pc.cols, 0);
-#define TOKEN_LOAD(u)                                          \
-  MvAct a##u;                                                  \
-  vec4 xsum##u = vec4(0.0);                                    \
-  if (u < TOKENS) {                                            \
-    [[unroll]] for (uint j = 0; j < MV_NX; ++j) {              \
-      const uint g = mv_x4(s, j);                              \
-      a##u.q[j] = xq[xq_base##u + g];                          \
-      a##u.d[j] = uintBitsToFloat(xq[xd_base##u + (g >> 3)]);  \
-      a##u.s[j] = dotPacked4x8EXT(int(a##u.q[j]), 0x01010101); \
-    }                                                          \
-    xsum##u = mv_xsum(a##u);                                   \
+#define TOKEN_LOAD(u)                                                                              \
+  MvAct a##u;                                                                                      \
+  vec4 xsum##u = vec4(0.0);                                                                        \
+  if (u < TOKENS) {                                                                                \
+    [[unroll]] for (uint j = 0; j < MV_NX; ++j) a##u.q[j] = xq[xq_base##u + mv_x4(s, j)];          \
+    [[unroll]] for (uint b = 0; b < MV_NB; ++b) {                                                  \
+      a##u.d[b] = uintBitsToFloat(xq[xd_base##u + (mv_x4(s, b * MV_GPB) >> 3)]);                   \
+      int code_sum = 0;                                                                            \
+      [[unroll]] for (uint i = 0; i < MV_GPB; ++i)                                                 \
+        code_sum += dotPacked4x8EXT(int(a##u.q[b * MV_GPB + i]), 0x01010101);                      \
+      a##u.s[b] = code_sum;                                                                        \
+    }                                                                                              \
+    xsum##u = mv_xsum(a##u);                                                                       \
   }
 #else
 #define TOKEN_BASE(u) const uint x4_base##u = (pc.x_row0 + t0 + min(u, TOKENS - 1u)) * (pc.cols >> 2);

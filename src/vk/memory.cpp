@@ -326,7 +326,9 @@ Buffer Allocator::import_host_memory(const void* data, uint64_t size, const std:
   const uintptr_t base = address / page * page;
   const uint64_t offset = address - base;
   const uint64_t bytes = (offset + size + page - 1) / page * page;
-  if (offset % std::max<uint64_t>(info.min_storage_buffer_offset_alignment, 1) != 0) return {};
+  // Kernels read weights in 16-byte words (matvec_block.comp's K-quant slots), which a binding at a smaller multiple
+  // would misplace; a buffer of our own starts at 0.
+  if (offset % std::max<uint64_t>(info.min_storage_buffer_offset_alignment, 16) != 0) return {};
   if (bytes > context_->max_allocation_size()) return {};
 
   // The buffer's usage must allow importing this handle type at all.

@@ -146,8 +146,9 @@ public:
   // must stay valid, and unchanged, until the buffer is destroyed; the device only reads it. Imported from the page
   // (minImportedHostPointerAlignment) below `data` to the one above its end, so those pages must be mapped. Counted
   // as device bytes (the device memory limit applies). Returns an empty Buffer when this range cannot be used in
-  // place: `data` not at a multiple of minStorageBufferOffsetAlignment within its page, no memory type the device
-  // imports it into, or the driver refuses it. The caller then copies.
+  // place: `data` not at a multiple of minStorageBufferOffsetAlignment and of 16 bytes within its page (kernels read
+  // weights in 16-byte words: matvec_block.comp), no memory type the device imports it into, or the driver refuses
+  // it. The caller then copies.
   Buffer import_host_memory(const void* data, uint64_t size, const std::string& name = "");
   // The same for a logical range in chunks of whole granules (create_split_buffer's cut); empty (size() 0) when any
   // chunk cannot be imported.
