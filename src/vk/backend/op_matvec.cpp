@@ -80,6 +80,17 @@ std::optional<std::pair<uint32_t, uint32_t>> wide_q8_shape(model::GgmlType type,
   return std::nullopt;
 }
 
+// The types whose int8 matvec has 32-element slots (matvec_block.comp's MV_WIDE) take at most 4 tokens per
+// workgroup: 8 hold 96 registers of activations, and two workgroups of 4 (the weights read twice) beat one of 8 on
+// the H200 (14336x4096 at 8 tokens: Q4_K 114.2 us in one workgroup, 66.6 in two; Q4_0 86.8 and 58.4; the
+// 16-element slots took 85.7 and 67.3). With cooperative matrices the GEMM takes 5-8 tokens anyway.
+uint32_t max_tokens_per_group(model::GgmlType type, bool q8) {
+  using model::GgmlType;
+  const bool wide =
+      type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  return q8 && wide ? 4 : 8;
+}
+
 }  // namespace
 
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info) {
@@ -175,11 +186,12 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info());
   if (shape) std::tie(local, rows_per_group) = *shape;
   // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
-  // largest power of two up to 8 that divides the step (buckets are powers of two); fused f32 inputs (rmsnorm,
-  // swiglu) keep one token per workgroup.
+  // largest power of two up to 8 (max_tokens_per_group) that divides the step (buckets are powers of two); fused f32
+  // inputs (rmsnorm, swiglu) keep one token per workgroup.
   uint32_t tokens_per_group = 1;
   if ((q8 || block) && input == kInPlain)
-    while (tokens_per_group < 8 && op.n_tokens % (2 * tokens_per_group) == 0) tokens_per_group *= 2;
+    while (tokens_per_group < max_tokens_per_group(w.type, q8) && op.n_tokens % (2 * tokens_per_group) == 0)
+      tokens_per_group *= 2;
   if (tokens_per_group > 1 && !shape) rows_per_group = multi_token_rows(w.type, op.out_features, tokens_per_group);
   if (const auto wide = wide_q8_shape(w.type, op.out_features, tokens_per_group); q8 && wide && !shape)
     std::tie(local, rows_per_group) = *wide;
