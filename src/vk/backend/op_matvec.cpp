@@ -62,22 +62,29 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
   return 2;
 }
 
-// The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens where its slots are 32 elements (Q4_0, Q4_K,
-// Q5_K, Q6_K: matvec_block.comp's MV_WIDE), if not the defaults. A 4096-column row is then 128 slots: 64 invocations
-// take two each and share every token's activations over 4 rows. On the H200, us at 1 / 2 / 4 tokens, 128x2 (with
-// multi_token_rows) against 64x4 (docs/benchmarks.md):
+// The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens on matrices of 4096 rows or more, if not the
+// defaults: 64 invocations x 4 rows, which share every token's activations over 4 rows, for every type but Q8_0
+// (slower), Q3_K (within noise), Q5_0 and Q5_1 (an 8B-shape Q5_0 file's tg128 246 -> 231), Q4_1 at one token (a
+// Q4_1 file's tg128 319 -> 314, where its S_TG at 4 sequences went 613 -> 756) and Q6_K below 32768 rows (mixed).
+// With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K:
+// matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two per invocation. On the H200, us at 1 / 2 / 4
+// tokens, 128 invocations x 2 rows (4 for Q4_0 from 4096 and Q4_K from 8192 rows at 2-4 tokens) -> 64x4
+// (docs/benchmarks.md):
 //   Q4_K 14336x4096 21.4 / 26.9 / 45.1 -> 18.2 / 24.4 / 39.4, 4096x14336 23.5 / 30.9 / 46.4 -> 19.6 / 25.2 / 39.2,
 //        4096x4096 12.6 / 15.3 / 21.0 -> 11.7 / 14.0 / 19.1, but 1024x4096 9.5 / 10.7 / 11.9 -> 10.3 / 11.9 / 15.6
 //   Q4_0 11008x4096 19.2 / 21.5 / 35.7 -> 15.7 / 20.6 / 31.5, 4096x4096 13.0 / 13.7 / 20.3 -> 11.2 / 13.6 / 18.2
-//   Q6_K only for the output matrix: 128256x4096 171.6 / 260.6 / 453.0 -> 156.3 / 209.3 / 415.0, where 14336x4096
-//        and 4096x14336 are mixed (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 /
-//        64.7).
-std::optional<std::pair<uint32_t, uint32_t>> wide_q8_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
+//   IQ4_XS 14336x4096 29.6 / 34.6 / 43.3 -> 27.5 / 30.3 / 37.3; Q2_K 26.6 / 35.3 / 50.6 -> 24.5 / 30.5 / 44.1;
+//        Q4_1 20.4 / 26.6 / 38.2 -> 19.6 / 23.8 / 31.4; MXFP4 32.7 / 48.4 / 82.4 -> 31.4 / 45.6 / 76.5
+//   Q8_0 28.0 / 31.7 / 42.8 -> 31.0 / 33.0 / 47.2, 4096x14336 33.8 / 35.4 / 44.7 -> 42.5 / 43.1 / 47.5
+//   Q6_K 128256x4096 171.6 / 260.6 / 453.0 -> 156.3 / 209.3 / 415.0, where 14336x4096 and 4096x14336 are mixed
+//        (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 / 64.7).
+std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
   using model::GgmlType;
-  if (tokens > 4) return std::nullopt;
-  const bool wide = type == GgmlType::Q4_0 || type == GgmlType::Q4_K || type == GgmlType::Q5_K;
-  if ((wide && rows >= 4096) || (type == GgmlType::Q6_K && rows >= 32768)) return std::pair<uint32_t, uint32_t>{64, 4};
-  return std::nullopt;
+  if (tokens > 4 || rows < 4096) return std::nullopt;
+  if (type == GgmlType::Q8_0 || type == GgmlType::Q3_K || type == GgmlType::Q5_0 || type == GgmlType::Q5_1)
+    return std::nullopt;
+  if ((type == GgmlType::Q6_K && rows < 32768) || (type == GgmlType::Q4_1 && tokens < 2)) return std::nullopt;
+  return std::pair<uint32_t, uint32_t>{64, 4};
 }
 
 // The types whose int8 matvec has 32-element slots (matvec_block.comp's MV_WIDE) take at most 4 tokens per
@@ -193,8 +200,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     while (tokens_per_group < max_tokens_per_group(w.type, q8) && op.n_tokens % (2 * tokens_per_group) == 0)
       tokens_per_group *= 2;
   if (tokens_per_group > 1 && !shape) rows_per_group = multi_token_rows(w.type, op.out_features, tokens_per_group);
-  if (const auto wide = wide_q8_shape(w.type, op.out_features, tokens_per_group); q8 && wide && !shape)
-    std::tie(local, rows_per_group) = *wide;
+  if (const auto q8_shape = q8_matvec_shape(w.type, op.out_features, tokens_per_group); q8 && q8_shape && !shape)
+    std::tie(local, rows_per_group) = *q8_shape;
   rows_per_group = std::max<uint32_t>(1, std::min({rows_per_group, 8u, 16 / tokens_per_group}));
   const BufferSpan out = e.buffer(op.out);
   BufferSpan bias = out;  // a stand-in binding when there is no bias (BIAS off: never read)
