@@ -66,10 +66,9 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
 // defaults: 64 invocations x 4 rows, which share every token's activations over 4 rows, for every type but Q8_0
 // (slower), Q3_K (within noise), Q5_0 and Q5_1 (an 8B-shape Q5_0 file's tg128 246 -> 231), Q4_1 at one token (a
 // Q4_1 file's tg128 319 -> 314, where its S_TG at 4 sequences went 613 -> 756) and Q6_K below 32768 rows (mixed).
-// With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K:
-// matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two per invocation. On the H200, us at 1 / 2 / 4
-// tokens, 128 invocations x 2 rows (4 for Q4_0 from 4096 and Q4_K from 8192 rows at 2-4 tokens) -> 64x4
-// (docs/benchmarks.md):
+// With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K: matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two
+// per invocation. On the H200, us at 1 / 2 / 4 tokens, 128 invocations x 2 rows (4 for Q4_0 from 4096 and Q4_K from
+// 8192 rows at 2-4 tokens) -> 64x4 (docs/benchmarks.md):
 //   Q4_K 14336x4096 21.4 / 26.9 / 45.1 -> 18.2 / 24.4 / 39.4, 4096x14336 23.5 / 30.9 / 46.4 -> 19.6 / 25.2 / 39.2,
 //        4096x4096 12.6 / 15.3 / 21.0 -> 11.7 / 14.0 / 19.1, but 1024x4096 9.5 / 10.7 / 11.9 -> 10.3 / 11.9 / 15.6
 //   Q4_0 11008x4096 19.2 / 21.5 / 35.7 -> 15.7 / 20.6 / 31.5, 4096x4096 13.0 / 13.7 / 20.3 -> 11.2 / 13.6 / 18.2
