@@ -81,6 +81,10 @@ private:
   // (expert biases [n_experts, out_features]).
   const float* float_weight(engine::WeightId id, int64_t elems) const;
   void upload(uint8_t* dst, const void* src, size_t bytes);
+  // Makes this backend's device the thread's current one. The runtime's current device is per thread, not per object,
+  // and allocations, kernel launches and memory queries go to it: with a backend on each of two GPUs (a layer split),
+  // the one created last would otherwise receive the other's work. Every entry point calls it first.
+  void use_device() const;
 
   HipBackendOptions options_;
   DeviceProps props_;

@@ -94,8 +94,11 @@ HipBackend::HipBackend(const HipBackendOptions& options) : options_(options) {
 }
 
 HipBackend::~HipBackend() {
+  (void)gpuSetDevice(options_.device);  // the members below free this device's memory, stream and events
   if (stream_) (void)gpuStreamSynchronize(stream_->get());
 }
+
+void HipBackend::use_device() const { GRETA_GPU_CHECK(gpuSetDevice(options_.device), "selecting the device"); }
 
 std::string HipBackend::name() const {
   return cat("hip: ", props_.name, " (", props_.arch, ", ", props_.compute_units, " CUs, wave", props_.wave_size,
@@ -103,6 +106,7 @@ std::string HipBackend::name() const {
 }
 
 uint64_t HipBackend::memory_capacity() const {
+  use_device();
   size_t free_b = 0, total = 0;
   const uint64_t limit = options_.device_memory_limit;
   if (gpuMemGetInfo(&free_b, &total) != gpuSuccess) return limit > 0 ? std::min(limit, props_.memory_bytes) : props_.memory_bytes;
@@ -129,6 +133,7 @@ void HipBackend::upload(uint8_t* dst, const void* src, size_t bytes) {
 }
 
 void HipBackend::load_weights(std::span<const WeightDesc> weights) {
+  use_device();
   GRETA_CHECK(weights_.empty(), "load_weights called twice");
   weights_.resize(weights.size());
   for (size_t i = 0; i < weights.size(); ++i) {
@@ -311,6 +316,7 @@ size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
 std::unique_ptr<PreparedPlan> HipBackend::prepare(const Plan& plan) {
+  use_device();
   // The features of newer architectures this backend's kernels implement (engine::OpFeature): all of them.
   require_features(plan, kAllOpFeatures, "hip");
   // Device bytes this plan adds: scratch, step inputs, new persistent buffers and enlarged ones (the old copy lives on
@@ -506,6 +512,7 @@ void HipBackend::run_op(HipPlan& plan, const PlanOp& op) {
 }
 
 void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange range) {
+  use_device();
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   const Plan& p = plan.plan();
   GRETA_CHECK(range.begin <= range.end && range.end <= p.ops.size());
@@ -587,6 +594,7 @@ void check_float_range(const Plan& p, BufferId buffer, int64_t offset, size_t co
 // F16 and Q8_0 buffers are converted on the host: f16 bits, or the range's q8_0 blocks (engine/kv_q8.h); I32 buffers
 // (MoE expert ids, step inputs) as floats, exact below 2^24.
 void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
+  use_device();
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   check_float_range(plan.plan(), buffer, offset, dst.size());
   if (dst.empty()) return;
@@ -617,6 +625,7 @@ void HipBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
 }
 
 void HipBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
+  use_device();
   auto& plan = dynamic_cast<HipPlan&>(prepared);
   check_float_range(plan.plan(), buffer, offset, src.size());
   if (src.empty()) return;

@@ -3,11 +3,12 @@
 // --tensor-split 1,3: a real split of the two-block models too, where 3,1 would put both blocks on the first device),
 // the same code paths as two GPUs, hand-offs included. Each golden case runs one of the four splits, chosen so that
 // every model meets a CPU split and a two-device split (CI's time: the four splits of every case would take four
-// golden runs).
+// golden runs). On a machine with two GPUs, check_goldens_over_two_gpus runs every case over both GPUs, even and 1:3.
 #pragma once
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,8 +33,8 @@ inline const char* split_name(Split s) {
   switch (s) {
     case Split::cpu_one_block: return "--gpu-layers 1";
     case Split::cpu_half: return "--gpu-layers half";
-    case Split::two_devices_even: return "--devices 0,0";
-    case Split::two_devices_1_3: return "--devices 0,0 --tensor-split 1,3";
+    case Split::two_devices_even: return "two devices, even";  // --devices 0,0 (logical) or 0,1 (two GPUs)
+    case Split::two_devices_1_3: return "two devices, --tensor-split 1,3";
   }
   return "?";
 }
@@ -63,6 +64,18 @@ inline std::unique_ptr<engine::SplitBackend> make_split(const std::string& path,
   return std::make_unique<engine::SplitBackend>(std::move(backends), std::move(placement));
 }
 
+// One golden case over `split`, checked against the backend's tolerances.
+inline void check_golden_on_split(const GoldenCase& g, Split split, const GpuFactory& gpu) {
+  auto backend = make_split(g.model_path, split, gpu);
+  const std::string where = backend->placement().describe();
+  const GoldenResult r = run_golden(g, std::move(backend));
+  MESSAGE(g.name, " (", std::string(split_name(split)), "): worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
+          "), greedy ", r.greedy_compared, "/", g.greedy_tokens.size(), "; ", where);
+  CHECK(r.tokenization_ok);
+  CHECK(r.worst_row_nmse <= r.limit);
+  CHECK(r.greedy_ok);
+}
+
 // Every golden case of `backend_name` ("vk", "hip": its tolerances) over one of the four splits.
 inline void check_goldens_over_splits(const char* backend_name, const GpuFactory& gpu) {
   const auto files = golden_json_files(backend_name);
@@ -76,14 +89,7 @@ inline void check_goldens_over_splits(const char* backend_name, const GpuFactory
     // Model m's two prompts: splits m and m + 1 of kSplits (a CPU split and a two-device split).
     const Split split = kSplits[(m + (second_prompt ? 1 : 0)) % 4];
     ++runs[split];
-    auto backend = make_split(g.model_path, split, gpu);
-    const std::string where = backend->placement().describe();
-    const GoldenResult r = run_golden(g, std::move(backend));
-    MESSAGE(g.name, " (", std::string(split_name(split)), "): worst row NMSE ", r.worst_row_nmse, " (limit ", r.limit,
-            "), greedy ", r.greedy_compared, "/", g.greedy_tokens.size(), "; ", where);
-    CHECK(r.tokenization_ok);
-    CHECK(r.worst_row_nmse <= r.limit);
-    CHECK(r.greedy_ok);
+    check_golden_on_split(g, split, gpu);
   }
   if (!golden_filtered())  // with GRETA_GOLDEN_ONLY naming one model, only two of the four splits run
     for (Split s : kSplits) CHECK(runs[s] >= 4);
@@ -91,7 +97,10 @@ inline void check_goldens_over_splits(const char* backend_name, const GpuFactory
 
 // Concurrent sequences on splits: the paged KV cache of each block lives on that block's device; the step inputs
 // (page tables, KV rows) reach every device. Three models (a dense llama, gemma3's sliding window, qwen3moe's experts).
-inline void check_batched_goldens_over_splits(const char* backend_name, const GpuFactory& gpu) {
+// `splits`: the split of the first, second, third... model in turn (default: a two-device split, then a CPU one).
+inline void check_batched_goldens_over_splits(const char* backend_name, const GpuFactory& gpu,
+                                              const std::vector<Split>& splits = {Split::two_devices_1_3,
+                                                                                  Split::cpu_half}) {
   std::map<std::string, std::vector<GoldenCase>> by_model;
   for (const std::string& file : golden_json_files(backend_name)) {
     GoldenCase g = load_golden(file);
@@ -102,7 +111,7 @@ inline void check_batched_goldens_over_splits(const char* backend_name, const Gp
   REQUIRE(by_model.size() >= golden_min(3));
   size_t i = 0;
   for (const auto& [model, cases] : by_model) {
-    const Split split = i++ % 2 ? Split::cpu_half : Split::two_devices_1_3;
+    const Split split = splits[i++ % splits.size()];
     const std::vector<GoldenResult> results =
         run_golden_batched(cases, make_split(model, split, gpu), engine::ElemType::F16);
     for (size_t c = 0; c < cases.size(); ++c) {
@@ -113,6 +122,29 @@ inline void check_batched_goldens_over_splits(const char* backend_name, const Gp
       CHECK(results[c].greedy_ok);
     }
   }
+}
+
+// Two real GPUs: true when `gpus` (how many the machine has) is at least 2. Otherwise the case says it did not run and
+// returns false, or fails where GRETA_REQUIRE_TWO_GPUS=1 says two must be there (the two-GPU machine's runs).
+inline bool two_gpus_or_skip(size_t gpus) {
+  if (gpus >= 2) return true;
+  const char* required = std::getenv("GRETA_REQUIRE_TWO_GPUS");
+  if (required && *required && std::string(required) != "0")
+    FAIL("GRETA_REQUIRE_TWO_GPUS is set and this machine has ", gpus, " GPU(s)");
+  MESSAGE("skipped: ", gpus, " GPU(s) here; the two-GPU cases need two (--devices 0,1)");
+  return false;
+}
+
+// Every golden case over two GPUs (`gpu(0)` and `gpu(1)` on different physical devices), both splits: even (half
+// the blocks each) and --tensor-split 1,3; then the golden prompts as concurrent sequences on both splits.
+inline void check_goldens_over_two_gpus(const char* backend_name, const GpuFactory& gpu) {
+  const auto files = golden_json_files(backend_name);
+  REQUIRE(files.size() >= golden_min(44));
+  for (const std::string& file : files) {
+    const GoldenCase g = load_golden(file);
+    for (Split split : {Split::two_devices_even, Split::two_devices_1_3}) check_golden_on_split(g, split, gpu);
+  }
+  check_batched_goldens_over_splits(backend_name, gpu, {Split::two_devices_even, Split::two_devices_1_3});
 }
 
 }  // namespace greta::test

@@ -28,6 +28,14 @@ TEST_CASE("hip layer split: golden prompts as concurrent sequences beside six ot
   test::check_batched_goldens_over_splits("hip", [](int) { return test::hip_backend(); });
 }
 
+// Two HIP GPUs (`--backend hip --devices 0,1`; the case says it did not run where there is one): every golden over
+// both, even and 1:3.
+TEST_CASE("hip layer split over two GPUs: every golden, even and --tensor-split 1,3") {
+  HIP_DEVICE_OR_SKIP();
+  if (!test::two_gpus_or_skip(hip::list_devices().size())) return;
+  test::check_goldens_over_two_gpus("hip", [](int device) { return hip::create_backend(device); });
+}
+
 TEST_CASE("hip device memory limit: it is the capacity, and a model past it is a clear error naming the device") {
   HIP_DEVICE_OR_SKIP();
   auto hip = hip::create_backend(0, 64 << 10);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "engine/engine.h"
 #include "engine/sampler.h"
+#include "engine/split_backend.h"
 #include "generation.h"
 #include "json_output.h"
 
@@ -24,6 +25,7 @@ struct BatchedRow {
   double t_pp = 0, t_tg = 0;
   std::map<std::string, double> op_seconds;  // --profile: device time per op kind over the decode steps
   double device_tg = 0;                       // --profile: device-busy seconds of the decode steps
+  engine::CrossingStats cross_pp, cross_tg;   // a layer split's hand-offs between devices in the prefill, the decode
   int64_t n_kv() const { return b * (npp + ntg); }
   double s_pp() const { return t_pp > 0 ? double(b * npp) / t_pp : 0; }
   double s_tg() const { return t_tg > 0 ? double(b * ntg) / t_tg : 0; }
@@ -31,8 +33,10 @@ struct BatchedRow {
 };
 
 // One measurement: B fresh sequences, one step with every prompt (the engine splits it into passes), then ntg
-// decode steps of B tokens. Returns the two times (and with `profile`, the decode steps' device time per op kind).
-BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engine::Rng& rng, bool profile) {
+// decode steps of B tokens. Returns the two times (and with `profile`, the decode steps' device time per op kind;
+// with `split`, the hand-offs between its devices in each part).
+BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engine::Rng& rng, bool profile,
+                   const engine::SplitBackend* split) {
   BatchedRow row;
   row.npp = npp, row.ntg = ntg, row.b = b;
   std::vector<engine::SeqId> seqs;
@@ -47,12 +51,20 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
     // Only the batch's last token returns logits, as llama-batched-bench asks.
     entries.push_back({seqs.back(), prompts[size_t(i)], i + 1 == b ? engine::LogitsWanted::Last : engine::LogitsWanted::None});
   }
+  const auto crossings = [&] { return split ? split->crossings() : engine::CrossingStats{}; };
+  const auto since = [&](const engine::CrossingStats& before) {
+    const engine::CrossingStats now = crossings();
+    return engine::CrossingStats{now.copies - before.copies, now.bytes - before.bytes, now.seconds - before.seconds};
+  };
+  engine::CrossingStats before = crossings();
   auto start = Clock::now();
   if (npp > 0) e.step(entries);
   row.t_pp = std::chrono::duration<double>(Clock::now() - start).count();
+  row.cross_pp = since(before);
   auto next = std::vector<engine::TokenId>(static_cast<size_t>(b));
   if (profile) clear_op_seconds(e);
   const double device_before = e.timings().device_s;
+  before = crossings();
   start = Clock::now();
   for (int64_t s = 0; s < ntg; ++s) {
     for (int64_t i = 0; i < b; ++i) {
@@ -62,6 +74,7 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
     e.step(entries);
   }
   row.t_tg = std::chrono::duration<double>(Clock::now() - start).count();
+  row.cross_tg = since(before);
   if (profile) row.op_seconds = collect_op_seconds(e), row.device_tg = e.timings().device_s - device_before;
   for (engine::SeqId s : seqs) e.release_sequence(s);
   return row;
@@ -78,6 +91,21 @@ std::string fixed(double v, int digits) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
+}
+
+// A layer split's hand-offs per (PP, TG, B): how many, and their wall time against the part's.
+void print_crossings(std::FILE* out, const std::string& placement, const std::vector<BatchedRow>& rows) {
+  std::fprintf(out, "\nlayer split: %s\n| PP | TG | B | PP hand-offs | PP crossing ms | share of T_PP | TG hand-offs "
+                    "per step | TG crossing ms per step | share of T_TG |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+               placement.c_str());
+  for (const BatchedRow& r : rows) {
+    const double steps = double(std::max<int64_t>(r.ntg, 1));
+    std::fprintf(out, "| %lld | %lld | %lld | %lld | %s | %s%% | %s | %s | %s%% |\n", (long long)r.npp, (long long)r.ntg,
+                 (long long)r.b, (long long)r.cross_pp.copies, fixed(1e3 * r.cross_pp.seconds, 3).c_str(),
+                 fixed(r.t_pp > 0 ? 100 * r.cross_pp.seconds / r.t_pp : 0, 1).c_str(),
+                 fixed(double(r.cross_tg.copies) / steps, 0).c_str(), fixed(1e3 * r.cross_tg.seconds / steps, 3).c_str(),
+                 fixed(r.t_tg > 0 ? 100 * r.cross_tg.seconds / r.t_tg : 0, 1).c_str());
+  }
 }
 
 }  // namespace
@@ -122,9 +150,9 @@ int run_batched_bench(const Args& args) {
     for (int64_t g : ntgs)
       for (int64_t b : npls) {
         // Warm-up with the measured shapes (the plans of every bucket prepared, clocks up) and a few decode steps.
-        measure(e, p, std::min<int64_t>(g, 4), b, rng, false);
+        measure(e, p, std::min<int64_t>(g, 4), b, rng, false, loaded.split);
         e.set_trace(trace.sink());
-        rows.push_back(measure(e, p, g, b, rng, profile));
+        rows.push_back(measure(e, p, g, b, rng, profile, loaded.split));
         e.set_trace(nullptr);
         if (output == "md" && rows.size() == 1) {
           std::printf("model %s | %s | KV %s | max batch %lld\n\n", std::filesystem::path(path).stem().c_str(),
@@ -160,6 +188,9 @@ int run_batched_bench(const Args& args) {
                                     {"t_pp", r.t_pp}, {"s_pp", r.s_pp()}, {"t_tg", r.t_tg}, {"s_tg", r.s_tg()},
                                     {"t", r.t_pp + r.t_tg}, {"s", r.s()}};
       if (profile) row["tg_op_seconds"] = r.op_seconds, row["tg_device_fraction"] = r.t_tg > 0 ? r.device_tg / r.t_tg : 0;
+      if (loaded.split)
+        row["crossings"] = {{"pp_copies", r.cross_pp.copies}, {"pp_s", r.cross_pp.seconds},
+                            {"tg_copies", r.cross_tg.copies}, {"tg_s", r.cross_tg.seconds}};
       out.push_back(std::move(row));
     }
     std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
@@ -182,6 +213,8 @@ int run_batched_bench(const Args& args) {
                      fixed(total > 0 ? 100 * sec / total : 0, 1).c_str());
     }
   }
+  if (loaded.split && output != "json")
+    print_crossings(output == "md" ? stdout : stderr, loaded.split->placement().describe(), rows);
   trace.write();
   return 0;
 }
