@@ -3,7 +3,8 @@
 # over both GPUs and the split's speed beside one GPU's, with llama.cpp's `-sm layer` where its kit is there.
 #
 #   bash tools/bench/two_gpus.sh pack         # here, after the build: fills .carry/ (about 60 MiB)
-#   bash tools/bench/two_gpus.sh STEP...      # there; STEP: setup | peer | check | bench | hip-bench | peer-bench
+#   bash tools/bench/two_gpus.sh STEP...      # there; STEP: setup | peer | peer-wait | check | cli | bench | hip-bench |
+#                                             # peer-bench (peer starts llama.cpp's build; the bench steps want it done)
 #
 # Expects, in the repository root, what `two_gpus.sh pack` gathers on the build machine (a build configured with
 # -DGRETA_HIP_CUDA=ON): .carry/ with greta-vk, the Vulkan and HIP backend test binaries, the HIP plugin's CUDA build
@@ -21,6 +22,7 @@ G=$C/greta-vk
 M8=/tmp/l8-q4_k_m.gguf
 PEER=/tmp/peer
 export GRETA_HIP_PLUGIN=$C/libgreta_hip_cuda.so
+export LD_LIBRARY_PATH=$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 say() { printf '\n## %s\n' "$*"; }
 # run LOG CMD...: the command's output to the terminal and to $OUT/LOG
 run() { local log=$1; shift; echo "+ $*" | tee -a "$OUT/$log"; "$@" 2>&1 | tee -a "$OUT/$log"; }
@@ -32,6 +34,11 @@ pack() {
   cp "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" "$b/tests/hip/greta_hip_backend_tests" \
     "$b/libgreta_hip_cuda.so" "$C/bin/" || return 1
   strip "$C"/bin/*
+  # The build machine's shared libraries that the GPU machine's image lacks (cpp-httplib, libedit and theirs).
+  local lib
+  for lib in libcpp-httplib libedit libbsd libmd libbrotlidec libbrotlienc libbrotlicommon; do
+    cp -L "$(ldd "$b/greta-vk" | awk -v l="$lib.so" 'index($1, l) == 1 {print $3}')" "$C/bin/" || return 1
+  done
   tar -C "$C/bin" -cf - . | xz -T2 -6 > "$C/bin.tar.xz"  # the embedded SPIR-V compresses 4-5x
   rm -rf "$C/bin"
   mkdir -p "$C/shared/next" "$C/shared/vocab"
@@ -64,14 +71,19 @@ peer() {
   mkdir -p $PEER
   [ -f $PEER/CMakeLists.txt ] || (cd $PEER && tar xJf "$ROOT/.peer/llama-src.tar.xz" &&
     sed -i '/add_subdirectory(mtmd)/d; /add_subdirectory(tts)/d' tools/CMakeLists.txt)
+  if [ -f $PEER/bc.done ] && [ "$(cat $PEER/bc.done)" != 0 ]; then  # an earlier try failed: say why, try again
+    tail -20 $PEER/bc.log; rm -rf $PEER/bc $PEER/bc.started $PEER/bc.done
+  fi
+  [ -x /usr/local/cuda/bin/nvcc ] && export CUDACXX=/usr/local/cuda/bin/nvcc PATH=/usr/local/cuda/bin:$PATH
   [ -f $PEER/bc.started ] || { touch $PEER/bc.started; (cd $PEER && setsid bash -c "cmake -S . -B bc -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF \
-    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >bc.log 2>&1 && cmake --build bc -j24 --target llama-bench \
+    -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >bc.log 2>&1 && cmake --build bc -j28 --target llama-bench \
     llama-batched-bench >>bc.log 2>&1; echo \$? > bc.done" </dev/null >/dev/null 2>&1 &); }
 }
 
 peer_wait() {  # peer_wait SECONDS: true once llama.cpp's build has finished well
   for _ in $(seq 1 "$1"); do [ -f $PEER/bc.done ] && break; sleep 1; done
+  cp $PEER/bc.log "$OUT/peer-build.log" 2>/dev/null
   [ -f $PEER/bc.done ] && [ "$(cat $PEER/bc.done)" = 0 ]
 }
 
@@ -81,6 +93,9 @@ check() {
   say "goldens over two HIP GPUs (the CUDA build)"
   GRETA_REQUIRE_TWO_GPUS=1 GRETA_HIP_REQUIRE_DEVICE=1 run check-hip.log \
     "$C"/greta_hip_backend_tests -tc='*two GPUs*' -s
+}
+
+cli() {
   say "the CLI on both GPUs"
   for b in vk hip; do
     run check-cli.log "$G" run "$C"/shared/models/stories260K-q8_0.gguf -p "Once upon a time" -n 24 --temp 0 \
@@ -122,7 +137,7 @@ peer_bench() {
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 for step in "$@"; do
   case $step in
-    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; bench) bench ;; hip-bench) hip_bench ;; peer-bench) peer_bench ;;
+    pack) pack ;; setup) setup ;; cli) cli ;; peer-wait) peer_wait 540; tail -3 $PEER/bc.log ;; peer) peer ;; check) check ;; bench) bench ;; hip-bench) hip_bench ;; peer-bench) peer_bench ;;
     *) echo "two_gpus.sh: unknown step $step"; exit 2 ;;
   esac
 done
