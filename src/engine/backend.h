@@ -99,6 +99,12 @@ public:
   virtual void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) = 0;
   virtual void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) = 0;
 
+  // Waits for work execute() left running. A backend may return from execute() before its work is done (a layer
+  // split posts each device's part to that device's queue, so that one device starts the next pass while another
+  // finishes this one); read() and prepare() wait for it themselves, and the engine calls finish() at the end of
+  // every step. The default: execute() finishes its work before it returns.
+  virtual void finish() {}
+
   // Per-op timing into PreparedPlan::op_seconds (a GPU backend uses timestamps). Off by default.
   virtual void set_profiling(bool on) { profiling_ = on; }
   bool profiling() const { return profiling_; }

@@ -369,6 +369,11 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
     }
     run_pass(pass_, entries, all_logits);
   }
+  // A backend that pipelines passes (a layer split) may still be running the last ones: their time counts with the
+  // last pass's kind.
+  const auto finish_start = Clock::now();
+  backend_->finish();
+  count_time(last_pass_decode_, 0, 0, seconds_since(finish_start));
   // The sliding-window layers will not read these sequences' positions before their windows again.
   if (kv_swa_)
     for (const StepEntry& e : entries)
@@ -455,14 +460,8 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
     }
     t += r.count;
   }
-  const double seconds = seconds_since(step_start);
-  if (timing_ == TimingClass::Decode || (timing_ == TimingClass::Auto && decode_only)) {
-    timings_.decode_tokens += int64_t(runs.size());
-    timings_.decode_s += seconds;
-  } else {
-    timings_.prefill_tokens += n;
-    timings_.prefill_s += seconds;
-  }
+  last_pass_decode_ = timing_ == TimingClass::Decode || (timing_ == TimingClass::Auto && decode_only);
+  count_time(last_pass_decode_, int64_t(runs.size()), n, seconds_since(step_start));
   if (trace_) record_step(prepared, n, step_start, step_end, read_any);
   if (!prepared.op_spans().empty()) {
     int64_t first = prepared.op_spans().front().start_ns, last = prepared.op_spans().front().end_ns;
@@ -473,6 +472,16 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
     timings_.device_s += double(last - first) * 1e-9;
   }
   prepared.op_spans().clear();
+}
+
+void Engine::count_time(bool decode, int64_t sequences, int64_t tokens, double seconds) {
+  if (decode) {
+    timings_.decode_tokens += sequences;
+    timings_.decode_s += seconds;
+  } else {
+    timings_.prefill_tokens += tokens;
+    timings_.prefill_s += seconds;
+  }
 }
 
 void Engine::record_step(PreparedPlan& plan, int64_t n_tokens, Clock::time_point start, Clock::time_point end,

@@ -228,6 +228,8 @@ private:
   SeqId default_sequence();
   // Runs `runs` (at most max_seqs, at most max_batch tokens) as one forward pass and copies the logits out.
   void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits);
+  // Adds a pass's wall time to decode (one token per sequence: `sequences` tokens) or prefill (`tokens`).
+  void count_time(bool decode, int64_t sequences, int64_t tokens, double seconds);
   // Whether a sequence's sliding-window pool still holds the window before `positions` (always without that pool).
   bool swa_prefix_usable(SeqId seq, int64_t positions) const;
   SeqId fork_kv(SeqId src, int64_t positions);  // a fork in every pool
@@ -260,6 +262,7 @@ private:
   // How a pass's time is counted: Auto: decode when every run is one token, else prefill; prefill()/decode() say.
   enum class TimingClass { Auto, Prefill, Decode };
   TimingClass timing_ = TimingClass::Auto;
+  bool last_pass_decode_ = false;  // the kind of the step's last pass (count_time)
   struct TimingScope {
     TimingClass& slot;
     TimingScope(TimingClass& s, TimingClass c) : slot(s) { slot = c; }

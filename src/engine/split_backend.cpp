@@ -1,16 +1,41 @@
 #include "engine/split_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "core/error.h"
+#include "engine/device_queue.h"
 
 namespace greta::engine {
 
-namespace {
+// A queue per backend of a split (device_queue.h).
+class SplitQueues {
+public:
+  explicit SplitQueues(size_t n) {
+    for (size_t i = 0; i < n; ++i) queues.push_back(std::make_unique<DeviceQueue>());
+  }
+  DeviceQueue& operator[](int backend) { return *queues.at(size_t(backend)); }
+  // Waits for every queue; rethrows the first error, in backend order (an error on one device breaks the hand-offs
+  // that the others wait for: those fail after it, with less to say).
+  void drain() {
+    std::exception_ptr first;
+    for (auto& q : queues) {
+      try {
+        q->wait_idle();
+      } catch (...) {
+        if (!first) first = std::current_exception();
+      }
+    }
+    if (first) std::rethrow_exception(first);
+  }
+
+private:
+  std::vector<std::unique_ptr<DeviceQueue>> queues;
+};
 
 // Consecutive ops of the model's plan on one backend, as a plan of that backend's.
-struct Segment {
+struct SplitSegment {
   int backend = 0;
   size_t begin = 0, end = 0;                // [begin, end) op indices of the model's plan
   std::unique_ptr<PreparedPlan> prepared;   // the backend's plan of those ops
@@ -20,20 +45,46 @@ struct Segment {
   struct Handoff {
     BufferId buffer;
     size_t from;  // segment index
+    // Host copies for pipelined passes: pass k of this plan uses staging[k % 2] (kPipelineDepth passes in flight).
+    std::array<std::vector<float>, SplitBackend::kPipelineDepth> staging;
   };
   std::vector<Handoff> handoffs;
 };
 
 class SplitPlan final : public PreparedPlan {
 public:
-  using PreparedPlan::PreparedPlan;
-  std::vector<Segment> segments;
+  SplitPlan(Plan plan, std::shared_ptr<SplitQueues> queues) : PreparedPlan(std::move(plan)), queues(std::move(queues)) {}
+  ~SplitPlan() override {  // the queues' jobs refer to this plan's segments
+    try {
+      queues->drain();
+    } catch (...) {  // reported to whoever waits next; a plan goes away either way
+    }
+  }
+  std::vector<SplitSegment> segments;
   std::vector<int> fresh;  // [model BufferId] the segment that last wrote it (-1: none since prepare)
   std::vector<std::vector<BufferId>> op_writes;  // [op] written_buffers, once at prepare (execute marks them)
-  std::vector<float> staging;
+  std::vector<float> staging;  // execute_here's hand-offs
+  uint64_t passes = 0;         // pipelined passes posted (picks the hand-offs' staging)
+  std::shared_ptr<SplitQueues> queues;
 };
 
+namespace {
+
 bool handed_off(BufferRole role) { return role == BufferRole::Scratch || role == BufferRole::Logits; }
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A step's input, owned: a pipelined pass runs after execute() returns, and the engine reuses its arrays.
+struct OwnedStep {
+  explicit OwnedStep(const StepInput& in)
+      : arrays{{in.tokens.begin(), in.tokens.end()},         {in.positions.begin(), in.positions.end()},
+               {in.kv_rows.begin(), in.kv_rows.end()},       {in.seq.begin(), in.seq.end()},
+               {in.page_table.begin(), in.page_table.end()}, {in.logit_rows.begin(), in.logit_rows.end()},
+               {in.kv_rows_swa.begin(), in.kv_rows_swa.end()}, {in.page_table_swa.begin(), in.page_table_swa.end()}} {}
+  StepArrays arrays;
+};
 
 }  // namespace
 
@@ -43,9 +94,32 @@ SplitBackend::SplitBackend(std::vector<std::unique_ptr<Backend>> backends, Place
   for (const auto& b : backends_) GRETA_CHECK(b != nullptr);
   for (int d : placement_.layer_device)
     GRETA_CHECK(d >= 0 && size_t(d) < backends_.size(), "placement names backend ", d, " of ", backends_.size());
+  queues_ = std::make_shared<SplitQueues>(backends_.size());
 }
 
-SplitBackend::~SplitBackend() = default;
+SplitBackend::~SplitBackend() {
+  try {
+    queues_->drain();
+  } catch (...) {  // nobody left to tell
+  }
+}
+
+void SplitBackend::finish() {
+  in_flight_.clear();
+  queues_->drain();
+}
+
+CrossingStats SplitBackend::crossings() const {
+  std::lock_guard lock(crossings_mutex_);
+  return crossings_;
+}
+
+void SplitBackend::add_crossing(int64_t copies, uint64_t bytes, double seconds) {
+  std::lock_guard lock(crossings_mutex_);
+  crossings_.copies += copies;
+  crossings_.bytes += bytes;
+  crossings_.seconds += seconds;
+}
 
 std::string SplitBackend::name() const {
   std::string out = "layer split over ";
@@ -62,6 +136,7 @@ std::string SplitBackend::weights_note() const {
 }
 
 void SplitBackend::set_profiling(bool on) {
+  finish();
   Backend::set_profiling(on);
   for (auto& b : backends_) b->set_profiling(on);
 }
@@ -111,8 +186,9 @@ void SplitBackend::load_children(const Plan& plan) {
 }
 
 std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
+  finish();
   if (!loaded_) load_children(plan);
-  auto p = std::make_unique<SplitPlan>(plan);
+  auto p = std::make_unique<SplitPlan>(plan, queues_);
   const size_t n_buffers = plan.buffers.size();
   p->fresh.assign(n_buffers, -1);
   for (const PlanOp& op : plan.ops) p->op_writes.push_back(written_buffers(op));
@@ -121,7 +197,7 @@ std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
   std::vector<int> last_writer(n_buffers, -1);       // segment index, while walking the segments in order
   std::vector<int> persistent_owner(n_buffers, -1);  // backend
   for (size_t begin = 0; begin < plan.ops.size();) {
-    Segment s;
+    SplitSegment s;
     s.backend = backend_of[begin];
     s.begin = begin;
     s.end = begin + 1;
@@ -140,9 +216,9 @@ std::unique_ptr<PreparedPlan> SplitBackend::prepare(const Plan& plan) {
       for (BufferId b : read_buffers(op)) {
         const bool needed = handed_off(plan.buffers[size_t(b)].role) && !written[size_t(b)] &&
                             last_writer[size_t(b)] >= 0 && size_t(last_writer[size_t(b)]) != index;
-        const auto same = [&](const Segment::Handoff& h) { return h.buffer == b; };
+        const auto same = [&](const SplitSegment::Handoff& h) { return h.buffer == b; };
         if (needed && std::none_of(s.handoffs.begin(), s.handoffs.end(), same))
-          s.handoffs.push_back({b, size_t(last_writer[size_t(b)])});
+          s.handoffs.push_back({b, size_t(last_writer[size_t(b)]), {}});
       }
       for (BufferId b : p->op_writes[i]) written[size_t(b)] = 1;
       PlanOp local = op;
@@ -188,27 +264,80 @@ void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRang
   auto& p = dynamic_cast<SplitPlan&>(prepared);
   const Plan& plan = p.plan();
   GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
+  const bool whole = range.begin == 0 && range.end == plan.ops.size();
+  if (whole && !profiling_ && p.segments.size() > 1) {
+    post_pass(p, step);
+  } else {
+    finish();
+    execute_here(p, step, range);
+  }
+  for (size_t i = range.begin; i < range.end; ++i)
+    for (BufferId b : p.op_writes[i])
+      for (size_t index = 0; index < p.segments.size(); ++index)
+        if (i >= p.segments[index].begin && i < p.segments[index].end) p.fresh[size_t(b)] = int(index);
+}
+
+void SplitBackend::post_pass(SplitPlan& p, const StepInput& step) {
+  while (in_flight_.size() >= kPipelineDepth) {  // the oldest pass done: its staging is free again
+    in_flight_.front().wait();
+    in_flight_.pop_front();
+  }
+  const auto input = std::make_shared<const OwnedStep>(step);
+  const size_t slot = size_t(p.passes++ % kPipelineDepth);
+  SplitQueues& queues = *queues_;
+  for (SplitSegment& s : p.segments) {
+    // Each hand-off: read on the backend that made the buffer, after its segment of this pass and before its
+    // segment of the next one (which overwrites it); written on this segment's backend, after its work of the
+    // previous pass, which still read the old contents.
+    for (SplitSegment::Handoff& h : s.handoffs) {
+      const SplitSegment& from = p.segments[h.from];
+      const int64_t elems = p.plan().buffers[size_t(h.buffer)].elems;
+      std::vector<float>& staging = h.staging[slot];
+      staging.resize(size_t(elems));
+      auto ready = std::make_shared<std::promise<double>>();  // the read's seconds
+      std::shared_future<double> read = ready->get_future().share();
+      queues[from.backend].post([this, &from, &staging, buffer = h.buffer, ready] {
+        const auto start = std::chrono::steady_clock::now();
+        backends_[size_t(from.backend)]->read(*from.prepared, from.local[size_t(buffer)], 0, staging);
+        ready->set_value(seconds_since(start));
+      });  // if the read throws, `ready` goes with the job unset and the write below fails (broken promise)
+      queues[s.backend].post([this, &s, &staging, buffer = h.buffer, read, elems] {
+        const double read_seconds = read.get();
+        const auto start = std::chrono::steady_clock::now();
+        backends_[size_t(s.backend)]->write(*s.prepared, s.local[size_t(buffer)], 0, staging);
+        add_crossing(1, uint64_t(elems) * 4, read_seconds + seconds_since(start));
+      });
+    }
+    queues[s.backend].post([this, &s, input] {
+      backends_[size_t(s.backend)]->execute(*s.prepared, input->arrays.view(), {0, s.end - s.begin});
+    });
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  in_flight_.push_back(done->get_future().share());
+  queues[p.segments.back().backend].post([done] { done->set_value(); });
+}
+
+void SplitBackend::execute_here(SplitPlan& p, const StepInput& step, OpRange range) {
+  const Plan& plan = p.plan();
   for (size_t index = 0; index < p.segments.size(); ++index) {
-    Segment& s = p.segments[index];
+    SplitSegment& s = p.segments[index];
     const size_t lo = std::max(range.begin, s.begin), hi = std::min(range.end, s.end);
     if (lo >= hi) continue;
     if (lo == s.begin && !s.handoffs.empty()) {  // the segment starts: bring in what the previous backend made
       const auto start = std::chrono::steady_clock::now();
-      for (const Segment::Handoff& h : s.handoffs) {
-        const Segment& from = p.segments[h.from];
+      uint64_t bytes = 0;
+      for (const SplitSegment::Handoff& h : s.handoffs) {
+        const SplitSegment& from = p.segments[h.from];
         const int64_t elems = plan.buffers[size_t(h.buffer)].elems;
         p.staging.resize(size_t(elems));
         backends_[size_t(from.backend)]->read(*from.prepared, from.local[size_t(h.buffer)], 0, p.staging);
         backends_[size_t(s.backend)]->write(*s.prepared, s.local[size_t(h.buffer)], 0, p.staging);
-        ++crossings_.copies;
-        crossings_.bytes += uint64_t(elems) * 4;
+        bytes += uint64_t(elems) * 4;
       }
-      crossings_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      add_crossing(int64_t(s.handoffs.size()), bytes, seconds_since(start));
     }
     Backend& backend = *backends_[size_t(s.backend)];
     backend.execute(*s.prepared, step, {lo - s.begin, hi - s.begin});
-    for (size_t i = lo; i < hi; ++i)
-      for (BufferId b : p.op_writes[i]) p.fresh[size_t(b)] = int(index);
     if (profiling_) {  // the segment's op times and spans, under the model's op indices
       std::vector<double>& seconds = s.prepared->mutable_op_seconds();
       for (size_t i = 0; i < seconds.size(); ++i) p.mutable_op_seconds()[s.begin + i] += std::exchange(seconds[i], 0.0);
@@ -220,20 +349,22 @@ void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRang
 }
 
 void SplitBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
+  finish();
   auto& p = dynamic_cast<SplitPlan&>(prepared);
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.fresh.size());
   int at = p.fresh[size_t(buffer)];
   for (size_t i = 0; at < 0 && i < p.segments.size(); ++i)
     if (p.segments[i].local[size_t(buffer)] != kNoBuffer) at = int(i);
   GRETA_CHECK(at >= 0, "buffer ", p.plan().buffers[size_t(buffer)].name, " is used by no op");
-  Segment& s = p.segments[size_t(at)];
+  SplitSegment& s = p.segments[size_t(at)];
   backends_[size_t(s.backend)]->read(*s.prepared, s.local[size_t(buffer)], offset, dst);
 }
 
 void SplitBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
+  finish();
   auto& p = dynamic_cast<SplitPlan&>(prepared);
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.fresh.size());
-  for (Segment& s : p.segments)  // every copy: whichever segment reads it next sees the new values
+  for (SplitSegment& s : p.segments)  // every copy: whichever segment reads it next sees the new values
     if (s.local[size_t(buffer)] != kNoBuffer) backends_[size_t(s.backend)]->write(*s.prepared, s.local[size_t(buffer)], offset, src);
 }
 

@@ -13,11 +13,22 @@
 //                                    backend wrote last (the residual stream, [n_tokens, dim] floats) is copied
 //                                    through host memory: one hand-off per boundary, not per op
 //
+// Pipelined passes: execute() posts each segment, and each hand-off's read and write, to the queue of the backend
+// that runs it (device_queue.h, a thread per backend) and returns. The engine's next pass then starts on the first
+// device while the last one still runs this pass, as llama.cpp's -sm layer pipelines a batch's micro-batches: a
+// prompt of several passes, or many prompts at once, keeps every device busy. Each queue runs its backend's work in
+// order, so a pass never overtakes the one before it on any device (the KV cache and the hand-off buffers see the
+// passes in order); at most kPipelineDepth passes are in flight. read(), write(), prepare() and finish() wait for
+// everything posted; profiling, verify's op ranges and a split of one backend run in the caller's thread.
+//
 // Step inputs go to every segment that reads them (each backend copies them from the StepInput itself); persistent
 // buffers (a layer's KV pages) exist only on that layer's backend.
 #pragma once
 #include <cstdint>
+#include <deque>
+#include <future>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -27,11 +38,15 @@
 
 namespace greta::engine {
 
+class SplitQueues;
+class SplitPlan;
+
 // Time spent handing activations from one backend to the next, since construction.
 struct CrossingStats {
   int64_t copies = 0;      // buffers copied
   uint64_t bytes = 0;      // their size (as f32)
-  double seconds = 0;      // wall time of the read-backs and uploads
+  double seconds = 0;      // wall time of the read-backs and uploads (with pipelined passes, partly hidden behind
+                           // other devices' work)
 };
 
 class SplitBackend final : public Backend {
@@ -49,24 +64,37 @@ public:
   void execute(PreparedPlan& plan, const StepInput& step, OpRange range) override;
   void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) override;
   void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) override;
+  void finish() override;
   void set_profiling(bool on) override;
 
   const Placement& placement() const { return placement_; }
   size_t backend_count() const { return backends_.size(); }
   Backend& backend(size_t i) { return *backends_.at(i); }
-  const CrossingStats& crossings() const { return crossings_; }
+  CrossingStats crossings() const;
+
+  // Passes in flight at most (execute() waits for the oldest beyond it): two keep two devices busy, and bound the
+  // hand-off buffers each plan keeps to two per hand-off.
+  static constexpr size_t kPipelineDepth = 2;
 
 private:
   // [op] the backend that runs each op of `plan`.
   std::vector<int> op_backends(const Plan& plan) const;
   void load_children(const Plan& plan);
+  // execute() in the caller's thread, segment after segment.
+  void execute_here(SplitPlan& p, const StepInput& step, OpRange range);
+  // execute() of the whole plan through the backends' queues (see above).
+  void post_pass(SplitPlan& p, const StepInput& step);
+  void add_crossing(int64_t copies, uint64_t bytes, double seconds);
 
   std::vector<std::unique_ptr<Backend>> backends_;
   Placement placement_;
   std::vector<WeightDesc> weights_;       // the model's table, kept until the first plan says who needs what
   std::vector<std::vector<WeightId>> weight_ids_;  // [backend][model WeightId] -> the backend's id (kNoWeight: absent)
   bool loaded_ = false;
+  mutable std::mutex crossings_mutex_;
   CrossingStats crossings_;
+  std::shared_ptr<SplitQueues> queues_;         // a queue per backend; the plans hold it too (they wait on it)
+  std::deque<std::shared_future<void>> in_flight_;  // the posted passes not yet waited for, oldest first
 };
 
 }  // namespace greta::engine

@@ -12,10 +12,12 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "engine/engine.h"
 #include "engine/golden_run.h"
 #include "engine/model.h"
 #include "engine/placement.h"
@@ -124,6 +126,38 @@ inline void check_batched_goldens_over_splits(const char* backend_name, const Gp
   }
 }
 
+// A prompt of many passes (max_batch 16: 150 tokens are 10 passes) over two devices runs pipelined
+// (split_backend.h: the first device takes pass k + 1 while the second runs pass k); its logits and the decode steps
+// after it match one device alone. An ordering fault (a hand-off overwritten before it was read, a pass overtaking
+// the one before it) would give unrelated logits, far past the limit.
+inline void check_pipelined_passes(const GpuFactory& gpu) {
+  const std::string path = shared_path("models/stories260K.gguf");
+  const engine::EngineOptions options{.ctx = 256, .max_batch = 16, .max_seqs = 4};
+  auto split = make_split(path, Split::two_devices_even, gpu);
+  engine::SplitBackend* s = split.get();
+  engine::Engine spread = engine::Engine::open(path, std::move(split), options);
+  engine::Engine one = engine::Engine::open(path, gpu(0), options);
+  std::vector<engine::TokenId> prompt(150);
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = engine::TokenId(1 + (i * 7919 + 13) % 511);
+  const auto nmse = [](std::span<const float> got, const std::vector<float>& want) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * double(got[i] - want[i]), den += double(want[i]) * want[i];
+    return num / den;
+  };
+  const auto expected = one.prefill(prompt);
+  std::vector<float> want(expected.begin(), expected.end());
+  const double prefill_nmse = nmse(spread.prefill(prompt), want);
+  MESSAGE("pipelined prefill of ", prompt.size(), " tokens: NMSE ", prefill_nmse, " against one device; ",
+          s->placement().describe());
+  CHECK(prefill_nmse <= 1e-6);
+  CHECK(s->crossings().copies >= 10);
+  for (engine::TokenId t : {engine::TokenId(42), engine::TokenId(7), engine::TokenId(300)}) {
+    const auto a = one.decode(t);
+    want.assign(a.begin(), a.end());
+    CHECK(nmse(spread.decode(t), want) <= 1e-6);
+  }
+}
+
 // Two real GPUs: true when `gpus` (how many the machine has) is at least 2. Otherwise the case says it did not run and
 // returns false, or fails where GRETA_REQUIRE_TWO_GPUS=1 says two must be there (the two-GPU machine's runs).
 inline bool two_gpus_or_skip(size_t gpus) {
@@ -145,6 +179,7 @@ inline void check_goldens_over_two_gpus(const char* backend_name, const GpuFacto
     for (Split split : {Split::two_devices_even, Split::two_devices_1_3}) check_golden_on_split(g, split, gpu);
   }
   check_batched_goldens_over_splits(backend_name, gpu, {Split::two_devices_even, Split::two_devices_1_3});
+  check_pipelined_passes(gpu);
 }
 
 }  // namespace greta::test

@@ -28,6 +28,11 @@ TEST_CASE("hip layer split: golden prompts as concurrent sequences beside six ot
   test::check_batched_goldens_over_splits("hip", [](int) { return test::hip_backend(); });
 }
 
+TEST_CASE("hip layer split: a prompt of many passes runs pipelined over two devices, logits unchanged") {
+  HIP_DEVICE_OR_SKIP();
+  test::check_pipelined_passes([](int) { return test::hip_backend(); });
+}
+
 // Two HIP GPUs (`--backend hip --devices 0,1`; the case says it did not run where there is one): every golden over
 // both, even and 1:3.
 TEST_CASE("hip layer split over two GPUs: every golden, even and --tensor-split 1,3") {

@@ -41,6 +41,10 @@ TEST_CASE("vk layer split: golden prompts as concurrent sequences beside six oth
   test::check_batched_goldens_over_splits("vk", split_part);
 }
 
+TEST_CASE("vk layer split: a prompt of many passes runs pipelined over two devices, logits unchanged") {
+  test::check_pipelined_passes(split_part);
+}
+
 // Two Vulkan GPUs (`--devices 0,1`; CI's lavapipe is one device, and the case says it did not run): every golden over
 // both, even and 1:3. Each GPU is opened once for the case, its kernels compiled once: a backend per golden run on a
 // device of its own would pass the hundred or so devices NVIDIA's driver lets one process create.
