@@ -89,10 +89,10 @@ peer_wait() {  # peer_wait SECONDS: true once llama.cpp's build has finished wel
 
 check() {
   say "goldens over two Vulkan GPUs"
-  GRETA_REQUIRE_TWO_GPUS=1 run check-vk.log "$C"/greta_vk_backend_tests -tc='*two GPUs*' -s
+  GRETA_REQUIRE_TWO_GPUS=1 run check-vk.log "$C"/greta_vk_backend_tests -tc='*two GPUs*,*many passes*' -s
   say "goldens over two HIP GPUs (the CUDA build)"
   GRETA_REQUIRE_TWO_GPUS=1 GRETA_HIP_REQUIRE_DEVICE=1 run check-hip.log \
-    "$C"/greta_hip_backend_tests -tc='*two GPUs*' -s
+    "$C"/greta_hip_backend_tests -tc='*two GPUs*,*many passes*' -s
 }
 
 cli() {
@@ -105,9 +105,9 @@ cli() {
 
 bench() {
   say "8B Q4_K_M, Vulkan: one GPU, both GPUs even and 1:3"
-  run bench-vk.log "$G" bench $M8 -p 512 -n 128 -r 3 --device 0
-  run bench-vk.log "$G" bench $M8 -p 512 -n 128 -r 3 --devices 0,1
-  run bench-vk.log "$G" bench $M8 -p 512 -n 128 -r 3 --devices 0,1 --tensor-split 1,3
+  run bench-vk.log "$G" bench $M8 -p 512,4096 -n 128 -r 3 --device 0
+  run bench-vk.log "$G" bench $M8 -p 512,4096 -n 128 -r 3 --devices 0,1
+  run bench-vk.log "$G" bench $M8 -p 512,4096 -n 128 -r 3 --devices 0,1 --tensor-split 1,3
   run bench-vk.log "$G" bench $M8 --batched --npp 512 --ntg 128 --npl 1,16,64 --device 0
   run bench-vk.log "$G" bench $M8 --batched --npp 512 --ntg 128 --npl 1,16,64 --devices 0,1
   say "8B Q4_K_M under --device-memory-limit 4G: one GPU (the rest on the CPU) and both GPUs"
@@ -126,9 +126,9 @@ peer_bench() {
   peer_wait 400 || { echo "llama.cpp's build did not finish well:"; tail -5 $PEER/bc.log; return 1; }
   say "llama.cpp CUDA, same file: one GPU, -sm layer even and 1:3"
   local B=$PEER/bc/bin
-  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512 -n 128 -r 3 -sm none -mg 0
-  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512 -n 128 -r 3 -sm layer
-  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512 -n 128 -r 3 -sm layer -ts 1/3
+  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3 -sm none -mg 0
+  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3 -sm layer
+  run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3 -sm layer -ts 1/3
   run peer.log "$B/llama-batched-bench" -m $M8 -ngl 99 -fa on -c 41984 -npp 512 -ntg 128 -npl 1,16,64 -sm none
   run peer.log "$B/llama-batched-bench" -m $M8 -ngl 99 -fa on -c 41984 -npp 512 -ntg 128 -npl 1,16,64 -sm layer
 }
