@@ -367,7 +367,7 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
       runs_[last].count += back;
       next = last;
     }
-    run_pass(pass_, entries, all_logits);
+    run_pass(pass_, entries, all_logits, /*more_passes=*/next < runs_.size());
   }
   // A backend that pipelines passes (a layer split) may still be running the last ones: their time counts with the
   // last pass's kind.
@@ -381,7 +381,8 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
   return step_logits_;
 }
 
-void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits) {
+void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits,
+                      bool more_passes) {
   int64_t n = 0;
   bool decode = true;
   for (const Run& r : runs) n += r.count, decode = decode && r.count == 1;
@@ -426,6 +427,15 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
     if (gather && r.first + r.count == int64_t(s.tokens.size()) && entries[r.entry].logits == LogitsWanted::Last)
       a.logit_rows[size_t(logit_row++)] = int32_t(t - 1);
   }
+
+  // Logits are read after this pass when a run wants every row, or ends its entry's tokens and wants the last.
+  bool reads = false;
+  for (const Run& r : runs) {
+    const StepEntry& e = entries[r.entry];
+    const bool ends = r.first + r.count == int64_t(seq_at(r.seq).tokens.size());
+    reads = reads || e.logits == LogitsWanted::All || (ends && e.logits != LogitsWanted::None);
+  }
+  a.another_pass_follows = more_passes && !reads;
 
   const auto step_start = Clock::now();
   backend_->execute(prepared, a.view());

@@ -227,7 +227,8 @@ private:
   Sequence& adopt(SeqId id);  // an empty Sequence for a sequence the KV cache just created
   SeqId default_sequence();
   // Runs `runs` (at most max_seqs, at most max_batch tokens) as one forward pass and copies the logits out.
-  void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits);
+  // One pass of a step; `more_passes`: another pass of the step follows this one.
+  void run_pass(std::span<const Run> runs, std::span<const StepEntry> entries, bool all_logits, bool more_passes);
   // Adds a pass's wall time to decode (one token per sequence: `sequences` tokens) or prefill (`tokens`).
   void count_time(bool decode, int64_t sequences, int64_t tokens, double seconds);
   // Whether a sequence's sliding-window pool still holds the window before `positions` (always without that pool).

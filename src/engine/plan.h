@@ -329,6 +329,9 @@ struct Plan {
 struct StepInput {
   std::span<const int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
   std::span<const int32_t> kv_rows_swa, page_table_swa;
+  // The engine's next call is execute() of another pass of the same step, with nothing read in between: a backend
+  // may return before this pass is done and overlap the two (a layer split pipelines them over its devices).
+  bool another_pass_follows = false;
   std::span<const int32_t> for_role(BufferRole role) const {
     switch (role) {
       case BufferRole::Tokens: return tokens;
@@ -353,8 +356,9 @@ struct StepInput {
 struct StepArrays {
   std::vector<int32_t> tokens, positions, kv_rows, seq, page_table, logit_rows;
   std::vector<int32_t> kv_rows_swa, page_table_swa;
+  bool another_pass_follows = false;
   StepInput view() const {
-    return {tokens, positions, kv_rows, seq, page_table, logit_rows, kv_rows_swa, page_table_swa};
+    return {tokens, positions, kv_rows, seq, page_table, logit_rows, kv_rows_swa, page_table_swa, another_pass_follows};
   }
 };
 

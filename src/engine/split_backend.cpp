@@ -265,7 +265,9 @@ void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRang
   const Plan& plan = p.plan();
   GRETA_CHECK(range.begin <= range.end && range.end <= plan.ops.size());
   const bool whole = range.begin == 0 && range.end == plan.ops.size();
-  if (whole && !profiling_ && p.segments.size() > 1) {
+  // Pipelined when the engine goes on to another pass (or this one can overlap the passes still in flight); a step
+  // of one pass (decode) runs here: the queues' thread wake-ups would only add to it.
+  if (whole && !profiling_ && p.segments.size() > 1 && (step.another_pass_follows || !in_flight_.empty())) {
     post_pass(p, step);
   } else {
     finish();
