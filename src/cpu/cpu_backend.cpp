@@ -257,6 +257,15 @@ void CpuBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, s
   std::memcpy(dst.data(), b.f32.data() + offset, dst.size_bytes());
 }
 
+std::span<const float> CpuBackend::view(PreparedPlan& prepared, BufferId buffer, int64_t offset, size_t count) {
+  auto& plan = dynamic_cast<CpuPlan&>(prepared);
+  GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);
+  const HostBuffer& b = *plan.buffers[size_t(buffer)];
+  GRETA_CHECK(offset >= 0 && offset + int64_t(count) <= plan.plan().buffers[size_t(buffer)].elems);
+  if (b.type != ElemType::F32) return {};
+  return std::span<const float>(b.f32).subspan(size_t(offset), count);
+}
+
 void CpuBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {
   auto& plan = dynamic_cast<CpuPlan&>(prepared);
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < plan.buffers.size(), "buffer ", buffer);

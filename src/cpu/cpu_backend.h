@@ -54,6 +54,8 @@ public:
   void execute(engine::PreparedPlan& plan, const engine::StepInput& step, engine::OpRange range) override;
   using engine::Backend::execute;
   void read(engine::PreparedPlan& plan, engine::BufferId buffer, int64_t offset, std::span<float> dst) override;
+  std::span<const float> view(engine::PreparedPlan& plan, engine::BufferId buffer, int64_t offset,
+                              size_t count) override;
   void write(engine::PreparedPlan& plan, engine::BufferId buffer, int64_t offset, std::span<const float> src) override;
 
   int threads() const { return pool_.size(); }

@@ -98,6 +98,14 @@ public:
   // and from float, round to nearest even).
   virtual void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) = 0;
   virtual void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) = 0;
+  // Elements [offset, offset + count) of an F32 buffer in host memory the backend owns, to be read in place: valid
+  // until the next execute() of the plan. Empty where the backend has no such memory for the buffer; the engine then
+  // copies with read(). (The Vulkan backend's logits come back to mapped memory; the CPU backend's buffers are host
+  // memory.)
+  virtual std::span<const float> view(PreparedPlan& plan, BufferId buffer, int64_t offset, size_t count) {
+    (void)plan, (void)buffer, (void)offset, (void)count;
+    return {};
+  }
 
   // Waits for work execute() left running. A backend may return from execute() before its work is done (a layer
   // split posts each device's part to that device's queue, so that one device starts the next pass while another

@@ -286,6 +286,7 @@ void Engine::reserve_kv(int64_t positions) {
 
 std::span<const float> StepLogits::row(size_t entry) const {
   if (entry >= has_last_.size() || !has_last_[entry]) return {};
+  if (!views_[entry].empty()) return views_[entry];
   return std::span<const float>(last_).subspan(entry * size_t(vocab_), size_t(vocab_));
 }
 
@@ -322,6 +323,7 @@ const StepLogits& Engine::step(std::span<const StepEntry> entries) {
   runs_.clear();
   bool all_logits = false;
   step_logits_.has_last_.assign(entries.size(), 0);
+  step_logits_.views_.assign(entries.size(), {});
   step_logits_.last_.resize(entries.size() * size_t(config_.vocab_size));
   step_logits_.all_.resize(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
@@ -462,8 +464,16 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
         std::copy_n(step_logits_.all_[r.entry].end() - vocab, vocab,
                     step_logits_.last_.begin() + ptrdiff_t(r.entry * size_t(vocab)));
       } else {
-        backend_->read(prepared, plan.logits, row * vocab,
-                       std::span<float>(step_logits_.last_).subspan(r.entry * size_t(vocab), size_t(vocab)));
+        // The last pass of a step reads its rows in place where the backend lends them (64 sequences' logits are
+        // 32 MB: copying them cost a step more than its host work); an earlier pass's rows would be overwritten by
+        // the next pass, so they are copied.
+        const std::span<const float> v =
+            more_passes ? std::span<const float>() : backend_->view(prepared, plan.logits, row * vocab, size_t(vocab));
+        if (int64_t(v.size()) == vocab)
+          step_logits_.views_[r.entry] = v;
+        else
+          backend_->read(prepared, plan.logits, row * vocab,
+                         std::span<float>(step_logits_.last_).subspan(r.entry * size_t(vocab), size_t(vocab)));
       }
       step_logits_.has_last_[r.entry] = 1;
       read_any = true;
@@ -553,7 +563,7 @@ void Engine::keep_default_logits() {
   // The step's one row becomes last_logits_ by a swap: a decode step spent about as long copying the vocabulary's
   // floats once more as it took to read them back (tens of microseconds of a few milliseconds).
   GRETA_CHECK(!step_logits_.row(0).empty(), "a step of the default sequence without its logits");
-  if (step_logits_.last_.size() == last_logits_.size()) {
+  if (step_logits_.views_[0].empty() && step_logits_.last_.size() == last_logits_.size()) {
     std::swap(step_logits_.last_, last_logits_);
     step_logits_.has_last_.assign(step_logits_.has_last_.size(), 0);  // the step's row moved out
   } else {

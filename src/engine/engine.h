@@ -109,7 +109,8 @@ public:
 private:
   friend class Engine;
   int64_t vocab_ = 0;
-  std::vector<float> last_;                  // [entries, vocab]
+  std::vector<float> last_;                  // [entries, vocab]: rows copied out of the backend
+  std::vector<std::span<const float>> views_;  // per entry: its row in the backend's memory, where it lends one
   std::vector<std::vector<float>> all_;      // per entry, LogitsWanted::All only
   std::vector<uint8_t> has_last_;
 };

@@ -350,16 +350,26 @@ void SplitBackend::execute_here(SplitPlan& p, const StepInput& step, OpRange ran
   }
 }
 
-void SplitBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
-  finish();
-  auto& p = dynamic_cast<SplitPlan&>(prepared);
+// The segment whose copy of `buffer` holds its latest values (the one that wrote it last, else any that has it).
+SplitSegment& SplitBackend::holder(SplitPlan& p, BufferId buffer) {
   GRETA_CHECK(buffer >= 0 && size_t(buffer) < p.fresh.size());
   int at = p.fresh[size_t(buffer)];
   for (size_t i = 0; at < 0 && i < p.segments.size(); ++i)
     if (p.segments[i].local[size_t(buffer)] != kNoBuffer) at = int(i);
   GRETA_CHECK(at >= 0, "buffer ", p.plan().buffers[size_t(buffer)].name, " is used by no op");
-  SplitSegment& s = p.segments[size_t(at)];
+  return p.segments[size_t(at)];
+}
+
+void SplitBackend::read(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<float> dst) {
+  finish();
+  SplitSegment& s = holder(dynamic_cast<SplitPlan&>(prepared), buffer);
   backends_[size_t(s.backend)]->read(*s.prepared, s.local[size_t(buffer)], offset, dst);
+}
+
+std::span<const float> SplitBackend::view(PreparedPlan& prepared, BufferId buffer, int64_t offset, size_t count) {
+  finish();
+  SplitSegment& s = holder(dynamic_cast<SplitPlan&>(prepared), buffer);
+  return backends_[size_t(s.backend)]->view(*s.prepared, s.local[size_t(buffer)], offset, count);
 }
 
 void SplitBackend::write(PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) {

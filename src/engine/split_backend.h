@@ -42,6 +42,7 @@ namespace greta::engine {
 
 class SplitQueues;
 class SplitPlan;
+struct SplitSegment;
 
 // Time spent handing activations from one backend to the next, since construction.
 struct CrossingStats {
@@ -65,6 +66,7 @@ public:
   std::unique_ptr<PreparedPlan> prepare(const Plan& plan) override;
   void execute(PreparedPlan& plan, const StepInput& step, OpRange range) override;
   void read(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<float> dst) override;
+  std::span<const float> view(PreparedPlan& plan, BufferId buffer, int64_t offset, size_t count) override;
   void write(PreparedPlan& plan, BufferId buffer, int64_t offset, std::span<const float> src) override;
   void finish() override;
   void set_profiling(bool on) override;
@@ -86,6 +88,7 @@ private:
   void execute_here(SplitPlan& p, const StepInput& step, OpRange range);
   // execute() of the whole plan through the backends' queues (see above).
   void post_pass(SplitPlan& p, const StepInput& step);
+  static SplitSegment& holder(SplitPlan& p, BufferId buffer);
   void add_crossing(int64_t copies, uint64_t bytes, double seconds);
 
   std::vector<std::unique_ptr<Backend>> backends_;

@@ -422,6 +422,17 @@ public:
     transfer_->download(s, dst.data(), dst.size_bytes());
   }
 
+  // The logits of the plan's last full execute, in the mapped read-back buffer the step's command buffer copied them
+  // to; nothing else lives in host memory.
+  std::span<const float> view(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, size_t count) override {
+    auto& p = dynamic_cast<VkPlan&>(prepared);
+    if (buffer != p.plan().logits || !p.logits_fresh || count == 0) return {};
+    checked_span(p, buffer, offset, count);
+    const uint64_t at = uint64_t(offset) * 4;
+    p.logits_readback->invalidate(at, count * 4);
+    return {reinterpret_cast<const float*>(static_cast<const std::byte*>(p.logits_readback->mapped()) + at), count};
+  }
+
   void write(engine::PreparedPlan& prepared, BufferId buffer, int64_t offset, std::span<const float> src) override {
     auto& p = dynamic_cast<VkPlan&>(prepared);
     const BufferSpan s = checked_span(p, buffer, offset, src.size());
