@@ -227,6 +227,14 @@ uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
 #error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
 #endif
 
+#if defined(X_Q8) && defined(MV_WIDE) && !defined(WTYPE_Q6_K)
+// Q4_0, Q4_K and Q5_K slots take their code words in runs of 4 (groups 4r .. 4r + 3 at mv_x4(s, 4r), a multiple of
+// 4): where rows are whole 16-byte words (cols % 128 == 0, as in every model's shapes) each run is one 16-byte load,
+// not four of 4 bytes.
+#define MV_RUN4
+layout(binding = 1) readonly buffer XVec4 { uvec4 xq4[]; };
+#endif
+
 // A slot's activations, and what the per-type code does with them. Its groups lie in MV_NB 32-element activation
 // blocks, MV_GPB = MV_NX / MV_NB consecutive groups each (group j in block j / MV_GPB).
 //   float mv_dot_run(c, n, bias, a, j0)  sum over the groups j0 .. j0 + n - 1 (n <= 4, all of the slot's groups in
@@ -593,6 +601,19 @@ layout(constant_id = 4) const uint TOKENS = 1;
 #define DECLARE_ACC(r, u) float acc##r##u = 0.0;
 // Token u's row of activations (past the last token of the group: the last one again, never used).
 #if defined(X_Q8)
+// Slot s's code words of the token row whose first word is `base`.
+void mv_load_codes(uint base, uint s, inout MvAct a) {
+#if defined(MV_RUN4)
+  if ((pc.cols & 127u) == 0u) {  // base % 4 == 0
+    [[unroll]] for (uint r = 0; r < MV_NX / 4u; ++r) {
+      const uvec4 v = xq4[(base + mv_x4(s, 4u * r)) >> 2];
+      a.q[4u * r] = v.x, a.q[4u * r + 1u] = v.y, a.q[4u * r + 2u] = v.z, a.q[4u * r + 3u] = v.w;
+    }
+    return;
+  }
+#endif
+  [[unroll]] for (uint j = 0; j < MV_NX; ++j) a.q[j] = xq[base + mv_x4(s, j)];
+}
 #define TOKEN_BASE(u)                                                                   \
   const uint xq_base##u = q8_row_base(pc.x_row0 + t0 + min(u, TOKENS - 1u), pc.cols);   \
   const uint xd_base##u = xq_base##u + q8_scale_word(pc.cols, 0);
@@ -600,7 +621,7 @@ layout(constant_id = 4) const uint TOKENS = 1;
   MvAct a##u;                                                                                      \
   vec4 xsum##u = vec4(0.0);                                                                        \
   if (u < TOKENS) {                                                                                \
-    [[unroll]] for (uint j = 0; j < MV_NX; ++j) a##u.q[j] = xq[xq_base##u + mv_x4(s, j)];          \
+    mv_load_codes(xq_base##u, s, a##u);                                                            \
     [[unroll]] for (uint b = 0; b < MV_NB; ++b) {                                                  \
       a##u.d[b] = uintBitsToFloat(xq[xd_base##u + (mv_x4(s, b * MV_GPB) >> 3)]);                   \
       int code_sum = 0;                                                                            \

@@ -101,7 +101,12 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
   int q8_cases = 0;
   for (GgmlType type : test::k_all_weight_types) {
     if (model::traits(type).block_elems == 1) continue;  // f32/f16/bf16 keep f32 activations
-    for (int64_t cols : test::matmul_row_lengths(type))
+    // Legacy types also at 128 columns: int8 rows of whole 16-byte words take 16-byte loads (matvec_block.comp's
+    // MV_RUN4; the K-quants' lengths are such rows already).
+    std::vector<int64_t> lengths;
+    for (int64_t cols : test::matmul_row_lengths(type)) lengths.push_back(cols);
+    if (model::traits(type).block_elems == 32) lengths.push_back(128);
+    for (int64_t cols : lengths)
       for (int64_t n : {int64_t(1), int64_t(6), int64_t(8)}) {  // 2 and 8 tokens per workgroup
         const std::string type_name = model::type_name(type);
         CAPTURE(type_name);
@@ -161,7 +166,7 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
         CHECK_MESSAGE(e <= 1e-6, "NMSE against the emulated int8 path ", e);
       }
   }
-  CHECK(q8_cases == 78);  // 13 quantized types x 2 row lengths x 3 token counts
+  CHECK(q8_cases == 99);  // (13 quantized types x 2 row lengths + 7 legacy types at 128 columns) x 3 token counts
 }
 
 TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {
