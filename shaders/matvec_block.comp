@@ -230,7 +230,7 @@ uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
 #if defined(X_Q8) && defined(MV_WIDE) && !defined(WTYPE_Q6_K)
 // Q4_0, Q4_K and Q5_K slots take their code words in runs of 4 (groups 4r .. 4r + 3 at mv_x4(s, 4r), a multiple of
 // 4): where rows are whole 16-byte words (cols % 128 == 0, as in every model's shapes) each run is one 16-byte load,
-// not four of 4 bytes.
+// not four of 4 bytes. (Q6_K's pairs of groups as 8-byte loads slowed the 8B's decode by 3-8 %: docs/benchmarks.md.)
 #define MV_RUN4
 layout(binding = 1) readonly buffer XVec4 { uvec4 xq4[]; };
 #endif
