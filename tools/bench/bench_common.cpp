@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <cstdio>
 #include <sstream>
 
@@ -220,6 +221,15 @@ std::vector<uint32_t> pattern_words(size_t count, uint64_t seed) {
     w = uint32_t((x * 0x2545f4914f6cdd1dull) >> 32);
   }
   return v;
+}
+
+int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace greta::bench

@@ -36,6 +36,9 @@ void read_shared_options(const cli::Args& args, BenchOptions& out);
 
 std::unique_ptr<vk::Context> open_context(const BenchOptions& options);
 
+// main() of a bench: runs `run`, prints "NAME: error: MESSAGE" and returns 1 on any exception.
+int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv);
+
 struct Timing {
   double median_ns = 0;
   double min_ns = 0;

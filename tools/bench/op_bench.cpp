@@ -434,13 +434,4 @@ OpSpec gemm_spec(model::GgmlType type, int64_t m, int64_t n, int64_t k) {
   return spec;
 }
 
-int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
-    return 1;
-  }
-}
-
 }  // namespace greta::bench

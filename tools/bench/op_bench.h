@@ -176,7 +176,4 @@ std::unique_ptr<OpBench> open_bench(BenchTarget target, const char* name, const 
 // checked against the CPU at m <= 64, n <= 256 with the full k.
 OpSpec gemm_spec(model::GgmlType type, int64_t m, int64_t n, int64_t k);
 
-// main() of a bench: runs `run`, prints "NAME: error: MESSAGE" and returns 1 on any exception.
-int bench_main(const char* name, int (*run)(int, char**), int argc, char** argv);
-
 }  // namespace greta::bench

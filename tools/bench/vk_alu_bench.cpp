@@ -10,7 +10,6 @@
 #include <cmath>
 #include <string>
 #include <cstdio>
-#include <exception>
 
 #include "bench_common.h"
 #include "core/error.h"
@@ -138,11 +137,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "vk_alu_bench: error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return bench_main("vk_alu_bench", run, argc, argv); }

@@ -6,7 +6,6 @@
 // timestamps after warm-up.
 #include <algorithm>
 #include <cstdio>
-#include <exception>
 #include <functional>
 
 #include "bench_common.h"
@@ -90,11 +89,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "vk_fill_bench: error: %s\n", e.what());
-    return 1;
-  }
-}
+int main(int argc, char** argv) { return bench_main("vk_fill_bench", run, argc, argv); }
