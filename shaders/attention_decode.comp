@@ -9,7 +9,7 @@
 // split_keys, positions[t] + 1)) of the token's sequence (page-table row seq[t]): key j at cache row pages[seq[t] *
 // pages_per_seq + j / page_size] * page_size + j % page_size (the paged cache, engine/plan.h). The caches are f32, or
 // f16 with CACHE_F16 (read as two 32-bit words per 4 halves, computed in f32), or Q8_0 with CACHE_Q8 (dequantized to
-// f32: CACHE_AT4).
+// f32: CACHE_CVT4).
 // A subgroup is cut into key slots of LPK lanes (spec constant 5, a power of two): slot i of subgroup s of S walks
 // keys s * KPS + i, + S * KPS, ... (KPS = subgroup size / LPK slots), and lane l of a slot holds dims 4 (l + c LPK)
 // .. + 3, c < C (spec constant 6, at most 4), of each head's q, of the key and value rows it loads and of its
@@ -41,13 +41,17 @@
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
-// CACHE_AT4(c, i): vec4 i of a cache (elements 4i .. 4i + 3) in f32.
+// CACHE_LOAD4(c, i): the raw words of vec4 i of a cache (elements 4i .. 4i + 3), CACHE_RAW4; CACHE_CVT4(raw): them in
+// f32. Loads and conversions are apart so that the key loop can issue the next keys' loads before it uses this
+// pass's.
 #if defined(CACHE_Q8)
 // Q8_0 (engine/kv_q8.h): blocks of 32 elements, 9 words each (words 0..7 the int8 values, element 4w + b of the block
 // in byte b of word w; word 8 the f32 scale). vec4 i is word (i / 8) * 9 + i % 8, times the block's scale word
 // (i / 8) * 9 + 8: two 4-byte loads per lane and key.
 #define CACHE_VEC4 uint
-#define CACHE_AT4(c, i) q8_vec4(c[(i) / 8u * 9u + (i) % 8u], c[(i) / 8u * 9u + 8u])
+#define CACHE_RAW4 uvec2
+#define CACHE_LOAD4(c, i) uvec2(c[(i) / 8u * 9u + (i) % 8u], c[(i) / 8u * 9u + 8u])
+#define CACHE_CVT4(r) q8_vec4(r.x, r.y)
 vec4 q8_vec4(uint word, uint scale) {
   const int w = int(word);
   return uintBitsToFloat(scale) *
@@ -56,10 +60,14 @@ vec4 q8_vec4(uint word, uint scale) {
 #elif defined(CACHE_F16)
 // Four halves as two 32-bit words: one 8-byte load per lane and key, unpacked to f32.
 #define CACHE_VEC4 uvec2
-#define CACHE_AT4(c, i) vec4(unpackHalf2x16(c[i].x), unpackHalf2x16(c[i].y))
+#define CACHE_RAW4 uvec2
+#define CACHE_LOAD4(c, i) c[i]
+#define CACHE_CVT4(r) vec4(unpackHalf2x16(r.x), unpackHalf2x16(r.y))
 #else
 #define CACHE_VEC4 vec4
-#define CACHE_AT4(c, i) c[i]
+#define CACHE_RAW4 vec4
+#define CACHE_LOAD4(c, i) c[i]
+#define CACHE_CVT4(r) r
 #endif
 layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };
@@ -231,18 +239,38 @@ void main() {
     m[hh] = sink ? sinks[h0 + hh] : -1.0 / 0.0;
     l[hh] = sink ? 1.0 : 0.0;
   }
-  // Each slot's key of the next pass is looked up a pass ahead, so the K loads never wait for the page table.
+  // Software pipelining over the passes of the key loop: each slot's K and V words of the next pass are loaded before
+  // this pass's are used, and its cache row two passes ahead is looked up, so neither the cache loads nor the page
+  // table wait in the loop (a pass that loaded its own keys first waited on their latency every pass).
   const uint stride = n_sg * KPS;
   uint j = key_begin + sg * KPS + slot;
-  uint row = cache_row(page_base, min(j, key_end - 1u));
+  CACHE_RAW4 k_raw[MAX_C], v_raw[MAX_C];
+  uint next_row;
+  {
+    const uint row = cache_row(page_base, min(j, key_end - 1u));
+    next_row = cache_row(page_base, min(j + stride, key_end - 1u));
+    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+      const uint d4 = sub + c * LPK;
+      if (c < C && d4 < D4) k_raw[c] = CACHE_LOAD4(k4, row * k_row4 + g * D4 + d4);
+      if (c < C && d4 < DV4) v_raw[c] = CACHE_LOAD4(v4, row * v_row4 + g * DV4 + d4);
+    }
+  }
   for (uint j0 = key_begin + sg * KPS; j0 < key_end; j0 += stride, j += stride) {
-    const uint next_row = cache_row(page_base, min(j + stride, key_end - 1u));
     const bool valid = j < key_end;  // past the end: a valid key row, scored and dropped
     vec4 kv[MAX_C], vv[MAX_C];
     [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
       const uint d4 = sub + c * LPK;
-      kv[c] = c < C && d4 < D4 ? CACHE_AT4(k4, row * k_row4 + g * D4 + d4) : vec4(0.0);
-      vv[c] = c < C && d4 < DV4 ? CACHE_AT4(v4, row * v_row4 + g * DV4 + d4) : vec4(0.0);
+      kv[c] = c < C && d4 < D4 ? CACHE_CVT4(k_raw[c]) : vec4(0.0);
+      vv[c] = c < C && d4 < DV4 ? CACHE_CVT4(v_raw[c]) : vec4(0.0);
+    }
+    if (j0 + stride < key_end) {  // the next pass's words (uniform per subgroup: j0 is)
+      const uint row = next_row;
+      next_row = cache_row(page_base, min(j + 2u * stride, key_end - 1u));
+      [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
+        const uint d4 = sub + c * LPK;
+        if (c < C && d4 < D4) k_raw[c] = CACHE_LOAD4(k4, row * k_row4 + g * D4 + d4);
+        if (c < C && d4 < DV4) v_raw[c] = CACHE_LOAD4(v4, row * v_row4 + g * DV4 + d4);
+      }
     }
     [[unroll]] for (uint hh = 0; hh < MAX_HEADS; ++hh) {
       if (hh >= HEADS) continue;
@@ -260,7 +288,6 @@ void main() {
       [[unroll]] for (uint c = 0; c < MAX_C; ++c)
         if (c < C) acc[hh][c] = acc[hh][c] * corr + p * vv[c];
     }
-    row = next_row;
   }
 
   // Merge the slots of the subgroup (lanes sub, sub + LPK, ...): M = max m_i, acc = sum exp(m_i - M) acc_i, l alike;
