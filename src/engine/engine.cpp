@@ -560,8 +560,9 @@ std::span<const float> Engine::decode(TokenId token) {
 }
 
 void Engine::keep_default_logits() {
-  // The step's one row becomes last_logits_ by a swap: a decode step spent about as long copying the vocabulary's
-  // floats once more as it took to read them back (tens of microseconds of a few milliseconds).
+  // The step's one row becomes last_logits_ by a swap where the step copied it out (a decode step spent about as long
+  // copying the vocabulary's floats once more as it took to read them back: tens of microseconds of a few
+  // milliseconds), or by its one copy where the backend lent a view.
   GRETA_CHECK(!step_logits_.row(0).empty(), "a step of the default sequence without its logits");
   if (step_logits_.views_[0].empty() && step_logits_.last_.size() == last_logits_.size()) {
     std::swap(step_logits_.last_, last_logits_);
