@@ -246,14 +246,17 @@ void main() {
   uint j = key_begin + sg * KPS + slot;
   CACHE_RAW4 k_raw[MAX_C], v_raw[MAX_C];
   uint next_row;
+  // The slot's K and V words of cache row `row` into k_raw, v_raw.
+#define LOAD_KV(row)                                                                   \
+  [[unroll]] for (uint c = 0; c < MAX_C; ++c) {                                        \
+    const uint d4 = sub + c * LPK;                                                     \
+    if (c < C && d4 < D4) k_raw[c] = CACHE_LOAD4(k4, (row) * k_row4 + g * D4 + d4);    \
+    if (c < C && d4 < DV4) v_raw[c] = CACHE_LOAD4(v4, (row) * v_row4 + g * DV4 + d4);  \
+  }
   {
     const uint row = cache_row(page_base, min(j, key_end - 1u));
     next_row = cache_row(page_base, min(j + stride, key_end - 1u));
-    [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-      const uint d4 = sub + c * LPK;
-      if (c < C && d4 < D4) k_raw[c] = CACHE_LOAD4(k4, row * k_row4 + g * D4 + d4);
-      if (c < C && d4 < DV4) v_raw[c] = CACHE_LOAD4(v4, row * v_row4 + g * DV4 + d4);
-    }
+    LOAD_KV(row)
   }
   for (uint j0 = key_begin + sg * KPS; j0 < key_end; j0 += stride, j += stride) {
     const bool valid = j < key_end;  // past the end: a valid key row, scored and dropped
@@ -266,11 +269,7 @@ void main() {
     if (j0 + stride < key_end) {  // the next pass's words (uniform per subgroup: j0 is)
       const uint row = next_row;
       next_row = cache_row(page_base, min(j + 2u * stride, key_end - 1u));
-      [[unroll]] for (uint c = 0; c < MAX_C; ++c) {
-        const uint d4 = sub + c * LPK;
-        if (c < C && d4 < D4) k_raw[c] = CACHE_LOAD4(k4, row * k_row4 + g * D4 + d4);
-        if (c < C && d4 < DV4) v_raw[c] = CACHE_LOAD4(v4, row * v_row4 + g * DV4 + d4);
-      }
+      LOAD_KV(row)
     }
     [[unroll]] for (uint hh = 0; hh < MAX_HEADS; ++hh) {
       if (hh >= HEADS) continue;

@@ -408,6 +408,7 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
   a.page_table_swa.assign(swa_pool ? size_t(shape.n_seqs * pps) : 0, 0);
   int64_t t = 0, logit_row = 0;
   bool decode_only = true;
+  bool reads = false;  // logits are read after this pass: a run wants every row, or ends its entry and wants the last
   for (size_t i = 0; i < runs.size(); ++i) {
     const Run& r = runs[i];
     const Sequence& s = seq_at(r.seq);
@@ -426,16 +427,10 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
       if (swa_pool) a.kv_rows_swa[size_t(t)] = int32_t(kv_swa_->row(r.seq, pos));
       a.seq[size_t(t)] = int32_t(i);
     }
-    if (gather && r.first + r.count == int64_t(s.tokens.size()) && entries[r.entry].logits == LogitsWanted::Last)
-      a.logit_rows[size_t(logit_row++)] = int32_t(t - 1);
-  }
-
-  // Logits are read after this pass when a run wants every row, or ends its entry's tokens and wants the last.
-  bool reads = false;
-  for (const Run& r : runs) {
-    const StepEntry& e = entries[r.entry];
-    const bool ends = r.first + r.count == int64_t(seq_at(r.seq).tokens.size());
-    reads = reads || e.logits == LogitsWanted::All || (ends && e.logits != LogitsWanted::None);
+    const bool ends = r.first + r.count == int64_t(s.tokens.size());
+    const LogitsWanted wanted = entries[r.entry].logits;
+    if (gather && ends && wanted == LogitsWanted::Last) a.logit_rows[size_t(logit_row++)] = int32_t(t - 1);
+    reads = reads || wanted == LogitsWanted::All || (ends && wanted != LogitsWanted::None);
   }
   a.another_pass_follows = more_passes && !reads;
 

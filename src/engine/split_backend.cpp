@@ -273,10 +273,9 @@ void SplitBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRang
     finish();
     execute_here(p, step, range);
   }
-  for (size_t i = range.begin; i < range.end; ++i)
-    for (BufferId b : p.op_writes[i])
-      for (size_t index = 0; index < p.segments.size(); ++index)
-        if (i >= p.segments[index].begin && i < p.segments[index].end) p.fresh[size_t(b)] = int(index);
+  for (size_t index = 0; index < p.segments.size(); ++index)  // segments are consecutive op ranges, in order
+    for (size_t i = std::max(range.begin, p.segments[index].begin); i < std::min(range.end, p.segments[index].end); ++i)
+      for (BufferId b : p.op_writes[i]) p.fresh[size_t(b)] = int(index);
 }
 
 void SplitBackend::post_pass(SplitPlan& p, const StepInput& step) {
