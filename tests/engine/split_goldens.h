@@ -140,9 +140,8 @@ inline void check_pipelined_passes(const GpuFactory& gpu) {
   std::vector<engine::TokenId> prompt(150);
   for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = engine::TokenId(1 + (i * 7919 + 13) % 511);
   const auto nmse = [](std::span<const float> got, const std::vector<float>& want) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < want.size(); ++i) num += (got[i] - want[i]) * double(got[i] - want[i]), den += double(want[i]) * want[i];
-    return num / den;
+    REQUIRE(got.size() == want.size());
+    return test::nmse(got.data(), want.data(), want.size());
   };
   const auto expected = one.prefill(prompt);
   std::vector<float> want(expected.begin(), expected.end());
