@@ -9,14 +9,22 @@
 // F16_OUT (spec constant 2, count % 4 == 0): 4 elements per invocation, also written as f16 (round to nearest even,
 // as convert_f16.comp) into binding 3: the cooperative-matrix GEMM that reads the product (the down projection) takes
 // that copy and needs no conversion dispatch of its own (OpEncoder::f16_target).
+// Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
+// outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
+// each element read is gate[i] + part[0][i] + ... in split order, as add_splits.comp adds them, and the sums are
+// written back (gate's only when pc.keep_gate: `out` may alias it).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
 layout(constant_id = 2) const bool F16_OUT = false;
-layout(binding = 0) readonly buffer Gate { float gate[]; };
-layout(binding = 1) readonly buffer Up { float up[]; };
+layout(binding = 0) buffer Gate { float gate[]; };
+layout(binding = 1) buffer Up { float up[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
 layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound to `out` again without F16_OUT
-layout(push_constant) uniform Push { uint count; float alpha; float limit; } pc;
+layout(binding = 4) readonly buffer GatePart { float gate_part[]; };  // bound to gate again without partials
+layout(binding = 5) readonly buffer UpPart { float up_part[]; };      // bound to up again without partials
+layout(push_constant) uniform Push {
+  uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride; uint keep_gate;
+} pc;
 
 #extension GL_GOOGLE_include_directive : require
 #include "glu.glsl"
@@ -32,16 +40,30 @@ float act(float g, float u) {
   return glu_silu(g, u);
 }
 
+// act(gate[i], up[i]) with the inputs' partials added (and their sums written back).
+float unit(uint i) {
+  float g = gate[i], u = up[i];
+  if (pc.gate_parts > 0u) {
+    for (uint z = 0; z < pc.gate_parts; ++z) g += gate_part[z * pc.gate_stride + i];
+    if (pc.keep_gate != 0u) gate[i] = g;
+  }
+  if (pc.up_parts > 0u) {
+    for (uint z = 0; z < pc.up_parts; ++z) u += up_part[z * pc.up_stride + i];
+    up[i] = u;
+  }
+  return act(g, u);
+}
+
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (F16_OUT) {
     for (uint i = gl_GlobalInvocationID.x; i < pc.count / 4u; i += stride) {
       vec4 v;
-      for (uint j = 0; j < 4u; ++j) v[j] = act(gate[4u * i + j], up[4u * i + j]);
+      for (uint j = 0; j < 4u; ++j) v[j] = unit(4u * i + j);
       for (uint j = 0; j < 4u; ++j) y[4u * i + j] = v[j];
       h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     }
     return;
   }
-  for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += stride) y[i] = act(gate[i], up[i]);
+  for (uint i = gl_GlobalInvocationID.x; i < pc.count; i += stride) y[i] = unit(i);
 }

@@ -8,18 +8,24 @@
 // F16_OUT (spec constant 1, width % 4 == 0): the row is also written as f16 (round to nearest even, as
 // convert_f16.comp) into binding 3 at row r: the cooperative-matrix GEMMs that read the norm take that copy and need no
 // conversion dispatch of their own (OpEncoder::f16_target).
+// Split-K partials (pc.parts > 0; OpEncoder::take_split_sum): `in` is a split GEMM's output whose partials (binding 4,
+// pc.parts of them at a stride of pc.part_stride floats) were not yet added: every element read is in[i] + part[0][i] +
+// ... in split order, as add_splits.comp adds them, and the sums are written back to `in` (the residual stream that
+// later ops read) before the barrier, so the second pass reads them back.
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const bool F16_OUT = false;
-layout(binding = 0) readonly buffer In { float x[]; };
-layout(binding = 0) readonly buffer In4 { vec4 x4[]; };
+layout(binding = 0) buffer In { float x[]; };
+layout(binding = 0) buffer In4 { vec4 x4[]; };
 layout(binding = 1) readonly buffer Weight { float w[]; };
 layout(binding = 1) readonly buffer Weight4 { vec4 w4[]; };
 layout(binding = 2) buffer Out { float y[]; };
 layout(binding = 2) buffer Out4 { vec4 y4[]; };
 layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound to `out` again without F16_OUT
-layout(push_constant) uniform Push { uint in_row_offset; uint rows; uint width; float eps; } pc;
+layout(binding = 4) readonly buffer Part { float part[]; };  // bound to `in` again without partials
+layout(binding = 4) readonly buffer Part4 { vec4 part4[]; };
+layout(push_constant) uniform Push { uint in_row_offset; uint rows; uint width; float eps; uint parts; uint part_stride; } pc;
 
 shared float subgroup_sums[gl_WorkGroupSize.x];  // one per subgroup (at most as many as invocations)
 
@@ -32,11 +38,22 @@ void main() {
     float sum = 0.0;
     if (vec) {
       for (uint i = tid; i < width4; i += n) {
-        const vec4 v = x4[base / 4u + i];
+        vec4 v = x4[base / 4u + i];
+        if (pc.parts > 0u) {
+          for (uint z = 0; z < pc.parts; ++z) v += part4[(z * pc.part_stride + base) / 4u + i];
+          x4[base / 4u + i] = v;
+        }
         sum += dot(v, v);
       }
     } else {
-      for (uint i = tid; i < pc.width; i += n) sum += x[base + i] * x[base + i];
+      for (uint i = tid; i < pc.width; i += n) {
+        float v = x[base + i];
+        if (pc.parts > 0u) {
+          for (uint z = 0; z < pc.parts; ++z) v += part[z * pc.part_stride + base + i];
+          x[base + i] = v;
+        }
+        sum += v * v;
+      }
     }
     sum = subgroupAdd(sum);
     if (subgroupElect()) subgroup_sums[gl_SubgroupID] = sum;

@@ -241,23 +241,32 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
     CHECK(f16_off == 0);
     CHECK(std::abs(want[7]) > 0.f);  // not a run that wrote nothing
   };
-  const struct { uint32_t in_row_offset, rows, width; float eps; } norm_push{0, rows, width, 1e-5f};
+  // No split-K partials (parts 0): binding 4 is bound to the input again, as the backend does.
+  const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } norm_push{
+      0, rows, width, 1e-5f, 0, 0};
   for (uint32_t local : {32u, 64u, 256u}) {
     CAPTURE(local);
     const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}});
     const auto& norm16 = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 1}});
-    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span()}, as_push(norm_push), {rows, 1, 1});
-    run_dispatch(ctx(), norm16, {bx.span(), bw.span(), out.span(), half.span()}, as_push(norm_push), {rows, 1, 1});
+    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span(), bx.span()}, as_push(norm_push),
+                 {rows, 1, 1});
+    run_dispatch(ctx(), norm16, {bx.span(), bw.span(), out.span(), half.span(), bx.span()}, as_push(norm_push),
+                 {rows, 1, 1});
     check("rmsnorm");
   }
-  const struct { uint32_t count; float alpha, limit; } glu_push{n, 1.702f, 7.f};
+  const struct {
+    uint32_t count;
+    float alpha, limit;
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate;
+  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0};
   for (uint32_t kind : {0u, 1u, 2u}) {
     CAPTURE(kind);
     const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
     const auto& glu16 = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 1}});
-    run_dispatch(ctx(), glu, {bx.span(), bu.span(), plain.span(), plain.span()}, as_push(glu_push),
+    run_dispatch(ctx(), glu, {bx.span(), bu.span(), plain.span(), plain.span(), bx.span(), bu.span()}, as_push(glu_push),
                  {group_count(n, 64, 65535), 1, 1});
-    run_dispatch(ctx(), glu16, {bx.span(), bu.span(), out.span(), half.span()}, as_push(glu_push),
+    run_dispatch(ctx(), glu16, {bx.span(), bu.span(), out.span(), half.span(), bx.span(), bu.span()},
+                 as_push(glu_push),
                  {group_count(n / 4, 64, 65535), 1, 1});
     check("glu");
   }

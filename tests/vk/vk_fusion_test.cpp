@@ -420,3 +420,72 @@ TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8
     compare(rc.c, rc.v_cache, 1e-10);
   }
 }
+
+// Split-K sums added by their readers (OpEncoder::flush_split_sums, GRETA_VK_GEMM_SPLIT=3 on every GEMM): a batched
+// step's ffn_norm over the residual stream its attn_output GEMM added into (fused residual add), rope_kv over split
+// Q, K and V, and a GLU over split gate and up. Each reader adds the partials itself and writes the sums back: the
+// residual stream, gate and V are checked after the step, and a later op reads the residual stream and the gate.
+// A partial rotation leaves q's past-rotary dims unread by rope_kv: there the sums keep their own stage. 9 and 16
+// tokens (the GEMMs, not the matvecs), 101-row FFN (partial tiles).
+TEST_CASE("vk split-K sums added by the norm, rope_kv and the GLU that read them") {
+  greta::vk::test::ScopedEnv split("GRETA_VK_GEMM_SPLIT", "3");
+  uint32_t seed = 1500;
+  for (int64_t n : {int64_t(9), int64_t(16)})
+    for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q8_0}) {
+      const std::string type_name = model::type_name(type);
+      CAPTURE(n);
+      CAPTURE(type_name);
+      const int64_t dim = 256, ffn = 101;
+      OpCase c(n, 16);
+      const BufferId attn = c.input("attn", n * dim, seed++), residual = c.input("residual", n * dim, seed++);
+      const BufferId o = c.output("o", n * dim), normed = c.output("normed", n * dim);
+      const BufferId gate = c.output("gate", n * ffn), up = c.output("up", n * ffn), h = c.output("h", n * ffn);
+      const BufferId later = c.input("later", n * dim, seed++), gate_reader = c.input("gate_reader", n * ffn, seed++);
+      c.add("attn_output", MatMulOp{attn, o, c.weight("w_o", type, dim, dim, seed++), n, dim, dim});
+      c.add("attn_residual", AddOp{residual, o, n * dim});
+      c.add("ffn_norm", RmsNormOp{residual, normed, c.weight("w_norm", GgmlType::F32, 1, dim, seed++, 0.5f, 1.5f),
+                                  n, dim, 0, 1e-5f});
+      c.add("ffn_gate", MatMulOp{normed, gate, c.weight("w_gate", type, ffn, dim, seed++), n, dim, ffn});
+      c.add("ffn_up", MatMulOp{normed, up, c.weight("w_up", type, ffn, dim, seed++), n, dim, ffn});
+      c.add("ffn_glu", GluOp{gate, up, h, n * ffn, GluKind::SiLU});
+      c.add("later", AddOp{later, residual, n * dim});
+      c.add("gate_reader", AddOp{gate_reader, gate, n * ffn});
+      std::string kernels;
+      compare(c, h, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
+      CHECK_MESSAGE(has(kernels, "split-K "), kernels);  // 3, or 2 where a K split holds whole K steps of 64
+      CHECK_MESSAGE(has(kernels, "ffn_norm  rmsnorm_f32"), kernels);
+      CHECK_MESSAGE(has(kernels, "adds its input's split-K partials"), kernels);  // the norm
+      CHECK_MESSAGE(has(kernels, "adds gate's and up's split-K partials"), kernels);
+      CHECK_MESSAGE(!has(kernels, "add_splits"), kernels);
+      for (BufferId b : {residual, normed, gate, up, later, gate_reader}) compare(c, b, 1e-9);
+    }
+  for (bool partial : {false, true}) {
+    CAPTURE(partial);
+    const int64_t n = 9, dim = 256, heads = 4, kv_heads = 2, head_dim = 32, rope_dims = partial ? 16 : 32;
+    OpCase c(n, 64);
+    c.start_pos = 40;
+    const BufferId x = c.input("x", n * dim, seed++);
+    const BufferId q = c.output("q", n * heads * head_dim), k = c.output("k", n * kv_heads * head_dim),
+                   v = c.output("v", n * kv_heads * head_dim);
+    const int64_t rows = c.plan.shape.kv.cache_rows(), kv_width = kv_heads * head_dim;
+    const BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, engine::ElemType::F16);
+    const BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, engine::ElemType::F16);
+    c.add("attn_q", MatMulOp{x, q, c.weight("w_q", GgmlType::Q4_K, heads * head_dim, dim, seed++), n, dim,
+                             heads * head_dim});
+    c.add("attn_k", MatMulOp{x, k, c.weight("w_k", GgmlType::Q4_K, kv_width, dim, seed++), n, dim, kv_width});
+    c.add("attn_v", MatMulOp{x, v, c.weight("w_v", GgmlType::Q4_K, kv_width, dim, seed++), n, dim, kv_width});
+    const auto pos = c.plan.positions;
+    c.add("rope_q", RopeOp{q, pos, n, heads, head_dim, rope_dims, model::RopePairing::NeoxHalves, 10000.f, 1.f});
+    c.add("rope_k", RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, model::RopePairing::NeoxHalves, 10000.f, 1.f});
+    c.add("k_cache", KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
+    c.add("v_cache", KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
+    std::string kernels;
+    compare(c, k_cache, 1e-8, vk::MatmulKernel::automatic, 2e-6, &kernels);
+    CHECK_MESSAGE(has(kernels, "split-K "), kernels);  // 3, or 2 where a K split holds whole K steps of 64
+    CHECK_MESSAGE(has(kernels, "rope_kv_f32_kvf16"), kernels);
+    CHECK_MESSAGE(has(kernels, "adds the split-K partials of q, k and v") == !partial, kernels);
+    CHECK_MESSAGE(has(kernels, "add_splits") == partial, kernels);
+    for (BufferId b : {q, k, v}) compare(c, b, 1e-8);
+    compare(c, v_cache, 1e-8);
+  }
+}

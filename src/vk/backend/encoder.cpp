@@ -168,27 +168,56 @@ BufferSpan OpEncoder::gemm_partials(uint64_t bytes) {
   return {region.buffer, region.offset, bytes};
 }
 
-void OpEncoder::add_split_sum(BufferSpan out, BufferSpan partials, uint32_t count, uint64_t elems, uint64_t stride) {
-  split_sums_.push_back({out, partials, count, elems, stride, label_});
+void OpEncoder::add_split_sum(engine::BufferId id, BufferSpan out, BufferSpan partials, uint32_t count,
+                              uint64_t elems, uint64_t stride) {
+  split_sums_.push_back({id, out, partials, count, elems, stride, label_, variant_});
 }
 
-bool OpEncoder::flush_split_sums() {
-  if (split_sums_.empty()) return false;
-  barrier();
-  const std::string label = label_;
-  for (const SplitSum& s : split_sums_) {
-    const struct { uint32_t count, partials, stride; } push{to_u32(int64_t(s.elems), "split-K partial elements"),
-                                                            s.count, to_u32(int64_t(s.stride), "split-K stride")};
-    const auto& add = pipeline(ShaderId::add_splits_f32, {{0, kElementwiseWorkgroup}});
-    label_ = s.label;
-    dispatch(add, {BufferSpan{s.out.buffer, s.out.offset, s.elems * 4}, s.partials}, as_push(push),
-             {groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+bool OpEncoder::flush_split_sums(std::span<const SumReader> next_reader_takes) {
+  // The sums handed at the previous flush were added by their reader, which is before the barrier preceding this call.
+  for (const SplitSum& s : handed_)
+    GRETA_CHECK(s.taken, "the split-K sum of ", s.label, " was handed to a reader that did not take it");
+  handed_.clear();
+  std::vector<SplitSum> now;
+  for (SplitSum& s : split_sums_) {
+    const bool handed = std::any_of(next_reader_takes.begin(), next_reader_takes.end(),
+                                    [&](const SumReader& r) { return r.id == s.id && r.elems >= s.elems; });
+    (handed ? handed_ : now).push_back(std::move(s));
   }
-  label_ = label;
   split_sums_.clear();
-  partials_used_ = 0;
-  barrier();
-  return true;
+  if (!now.empty()) {
+    barrier();
+    const std::string label = label_;
+    for (const SplitSum& s : now) {
+      const struct { uint32_t count, partials, stride; } push{to_u32(int64_t(s.elems), "split-K partial elements"),
+                                                              s.count, to_u32(int64_t(s.stride), "split-K stride")};
+      const auto& add = pipeline(ShaderId::add_splits_f32, {{0, kElementwiseWorkgroup}});
+      label_ = s.label;
+      dispatch(add, {BufferSpan{s.out.buffer, s.out.offset, s.elems * 4}, s.partials}, as_push(push),
+               {groups_for(push.count, kElementwiseWorkgroup), 1, 1});
+      std::string* const current = variant_;  // the op being recorded
+      variant_ = s.variant;
+      note_variant("its split-K sum in a stage after it (add_splits_f32)");
+      variant_ = current;
+    }
+    label_ = label;
+    barrier();
+  }
+  if (handed_.empty()) partials_used_ = 0;  // else the handed regions stay taken until the next flush
+  return !now.empty();
+}
+
+bool OpEncoder::split_sum_handed(engine::BufferId id) const {
+  return std::any_of(handed_.begin(), handed_.end(), [&](const SplitSum& s) { return s.id == id; });
+}
+
+OpEncoder::SplitPartials OpEncoder::take_split_sum(engine::BufferId id) {
+  for (SplitSum& s : handed_)
+    if (s.id == id && !s.taken) {
+      s.taken = true;
+      return {s.partials, s.count, to_u32(int64_t(s.stride), "split-K stride")};
+    }
+  return {};
 }
 
 BufferSpan OpEncoder::zeroed_buffer(uint64_t bytes, const std::string& name) {

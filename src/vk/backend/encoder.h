@@ -165,13 +165,31 @@ public:
   // GEMMs of one stage (Q, K and V; gate and up) run side by side without a barrier between them.
   BufferSpan gemm_partials(uint64_t bytes);
   // Queues out += the partials (add_splits.comp: `count` partials of `elems` floats at a stride of `stride`) for the
-  // next flush_split_sums.
-  void add_split_sum(BufferSpan out, BufferSpan partials, uint32_t count, uint64_t elems, uint64_t stride);
+  // next flush_split_sums; `id` is the plan buffer `out` spans (the GEMM's output, whole).
+  void add_split_sum(engine::BufferId id, BufferSpan out, BufferSpan partials, uint32_t count, uint64_t elems,
+                     uint64_t stride);
   // Records the queued sums after a barrier, then a barrier (they are ordered after their GEMMs and before whatever
-  // follows); false when none were queued. The backend calls it at each stage boundary, so the split-K GEMMs of a
+  // follows); false when none were recorded. The backend calls it at each stage boundary, so the split-K GEMMs of a
   // stage take one more stage for all their sums (before, every split GEMM took two of its own: a batched decode
-  // layer's Q, K and V were six stages, now two).
-  bool flush_split_sums();
+  // layer's Q, K and V were six stages, now two). The sums of the buffers in `next_reader_takes` are not recorded but
+  // handed to the op recorded next, right after the barrier the backend put before this call, when it covers all
+  // their elements: it reads those buffers, adds their partials itself and writes the sums back (take_split_sum), so
+  // that stage goes too (the norms, the GLU and rope_kv of a batched decode layer: docs/vulkan.md).
+  struct SumReader {
+    engine::BufferId id;
+    uint64_t elems;  // the reader reads, sums and writes back elements [0, elems) of `id`
+  };
+  bool flush_split_sums(std::span<const SumReader> next_reader_takes = {});
+  // The partials of plan buffer `id` that flush_split_sums handed to the op being recorded (count 0: none, `id` holds
+  // its values). The op adds them to its reads of `id`, element i + partials[z * stride + i] for z = 0 .. count - 1 in
+  // that order (add_splits.comp's rounding), and writes every sum back to `id`.
+  struct SplitPartials {
+    BufferSpan partials{};
+    uint32_t count = 0, stride = 0;
+  };
+  SplitPartials take_split_sum(engine::BufferId id);
+  // Whether the last flush_split_sums handed the sum of plan buffer `id` to the op recorded after it.
+  bool split_sum_handed(engine::BufferId id) const;
   // `source` quantized to int8 per 32 elements (quantize_q8.comp, between two barriers; layout there) for the int8
   // decode matvecs. Reused by the following matvecs of the same source until the backend reports a write to one of
   // its buffers.
@@ -223,12 +241,17 @@ private:
   std::vector<BufferSpan> partials_;
   size_t partials_used_ = 0;
   struct SplitSum {
+    engine::BufferId id;
     BufferSpan out, partials;
     uint32_t count;
     uint64_t elems, stride;
     std::string label;  // the GEMM's op (profiles attribute the sum to it)
+    std::string* variant;  // and its kernel list (describe_kernels)
+    bool taken = false;    // handed: take_split_sum gave it to its reader
   };
   std::vector<SplitSum> split_sums_;
+  // Sums flush_split_sums handed to the next op: their partials' regions stay in use until the next flush.
+  std::vector<SplitSum> handed_;
   struct GroupsKey {
     engine::BufferId experts;
     uint32_t slots, n_experts, bm;

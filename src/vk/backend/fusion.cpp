@@ -419,4 +419,23 @@ std::vector<OpRecord> plan_records(const Plan& plan, OpRange range, unsigned fus
   return Fuser(plan, range, fusions, matmul, moe_takes_input).run();
 }
 
+std::vector<OpEncoder::SumReader> split_sum_readers(const OpRecord& rec, const engine::OpVariant& op) {
+  std::vector<OpEncoder::SumReader> readers;
+  if (rec.kind == OpRecord::Kind::rope_kv) {
+    const RopeKvArgs& a = *rec.rope_kv;
+    if (a.q_norm || a.q.rope_dims != a.q.head_dim) return readers;
+    readers.push_back({a.q.x, uint64_t(a.q.n_tokens * a.q.n_heads * a.q.head_dim)});
+    readers.push_back({a.k.x, uint64_t(a.k.n_tokens * a.k.n_heads * a.k.head_dim)});
+    if (a.v_write) readers.push_back({a.v_write->src, uint64_t(a.v_write->n_tokens * a.v_write->width)});
+  } else if (rec.kind == OpRecord::Kind::op) {
+    if (const auto* norm = std::get_if<engine::RmsNormOp>(&op); norm && norm->in_row_offset == 0)
+      readers.push_back({norm->in, uint64_t(norm->rows * norm->width)});
+    if (const auto* glu = std::get_if<engine::GluOp>(&op); glu && glu->gate != glu->up) {
+      readers.push_back({glu->gate, uint64_t(glu->elems)});
+      readers.push_back({glu->up, uint64_t(glu->elems)});
+    }
+  }
+  return readers;
+}
+
 }  // namespace greta::vk

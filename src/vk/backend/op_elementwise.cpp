@@ -5,10 +5,14 @@
 namespace greta::vk {
 
 void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out) {
+  // The inputs' split-K partials when the backend handed them to the GLU (OpEncoder::take_split_sum).
+  const OpEncoder::SplitPartials gate_parts = e.take_split_sum(op.gate), up_parts = e.take_split_sum(op.up);
   const struct {
     uint32_t count;
     float alpha, limit;  // SwiGluOai only
-  } push{to_u32(op.elems, "glu elements"), op.alpha, op.limit};
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate;
+  } push{to_u32(op.elems, "glu elements"), op.alpha, op.limit, gate_parts.count, gate_parts.stride,
+         up_parts.count, up_parts.stride, op.out != op.gate};
   const uint32_t kind = uint32_t(op.kind);  // glu.comp's KIND: GluKind's order
   GRETA_CHECK(!f16_out || (f16_out->rows * f16_out->cols == uint64_t(op.elems) && op.elems % 4 == 0),
               "f16 glu output of ", op.elems, " values");
@@ -16,9 +20,13 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f1
   const BufferSpan out = e.buffer(op.out);
   const BufferSpan out16 = f16_out ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
   const auto& p = e.pipeline(ShaderId::glu_f32, {{0, kElementwiseWorkgroup}, {1, kind}, {2, f16_out.has_value()}});
-  e.dispatch(p, {e.buffer(op.gate), e.buffer(op.up), out, out16}, as_push(push),
-             {e.groups_for(f16_out ? push.count / 4 : push.count, kElementwiseWorkgroup), 1, 1});
+  const BufferSpan gate = e.buffer(op.gate), up = e.buffer(op.up);
+  e.dispatch(p,
+             {gate, up, out, out16, gate_parts.count ? gate_parts.partials : gate,
+              up_parts.count ? up_parts.partials : up},
+             as_push(push), {e.groups_for(f16_out ? push.count / 4 : push.count, kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat("glu_f32 (", engine::glu_kind_name(op.kind), ")", f16_out ? " and its f16 copy for the GEMM" : ""));
+  if (gate_parts.count || up_parts.count) e.note_variant("adds gate's and up's split-K partials");
 }
 
 void encode_add(OpEncoder& e, const engine::AddOp& op) {

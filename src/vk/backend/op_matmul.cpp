@@ -174,9 +174,10 @@ SplitK split_k(OpEncoder& e, uint32_t split, const MatmulPush& push, BufferSpan 
   return s;
 }
 
-// y += the partials, in split order (add_splits.comp): queued, recorded at the stage's end (flush_split_sums).
-void add_partials(OpEncoder& e, const SplitK& s, BufferSpan out) {
-  if (s.split > 1) e.add_split_sum(out, s.partials, s.split - 1, s.elems, s.stride);
+// y += the partials, in split order (add_splits.comp): queued, recorded at the stage's end or added by y's reader
+// (flush_split_sums). `id`: the plan buffer `out` spans.
+void add_partials(OpEncoder& e, const SplitK& s, engine::BufferId id, BufferSpan out) {
+  if (s.split > 1) e.add_split_sum(id, out, s.partials, s.split - 1, s.elems, s.stride);
 }
 
 // matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use, as far ahead as the raw words fit
@@ -274,7 +275,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       e.dispatch(p, {weights, in, out, sk.partials}, as_push(push), {grid[0], grid[1], sk.split});
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
                          sk.split > 1 ? cat(" split-K ", sk.split) : ""));
-      add_partials(e, sk, out);
+      add_partials(e, sk, op.out, out);
     } else {
       // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages where they fit, else
       // one: by default 128 x 128 at BK 64 on 2 K groups of 2 x 4 subgroups (4 x 2 fragments each), one stage of
@@ -321,7 +322,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       e.note_variant(cat(shader_blob(id).name, " ", tile_name(gemm, tile), " (", chosen.source, ")",
                          split > 1 ? cat(" split-K ", split) : "", depth != 2 ? cat(" depth ", depth) : "",
                          stages == 1 ? " one stage" : ""));
-      add_partials(e, sk, out);
+      add_partials(e, sk, op.out, out);
     }
   }
   if (accumulate) e.note_variant("fused residual add (y += W x)");

@@ -11,8 +11,12 @@ namespace greta::vk {
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.rows == 1 && w.cols == op.width, w.name);
-  const struct { uint32_t in_row_offset, rows, width; float eps; } push{
-      to_u32(op.in_row_offset, "row offset"), to_u32(op.rows, "rows"), to_u32(op.width, "width"), op.eps};
+  // The input's split-K partials when the backend handed them to the norm (OpEncoder::take_split_sum).
+  const OpEncoder::SplitPartials parts = e.take_split_sum(op.in);
+  const BufferSpan in = e.buffer(op.in);
+  const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } push{
+      to_u32(op.in_row_offset, "row offset"), to_u32(op.rows, "rows"), to_u32(op.width, "width"), op.eps,
+      parts.count, parts.stride};
   // One workgroup per row: 64 invocations for head-width rows (qwen3's Q/K norm over head_dim = 64..128), 256 for
   // model-width rows, and up to 1024 when there are only a few rows (decode), where the lone workgroup's latency is
   // the whole cost.
@@ -24,9 +28,10 @@ void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out) {
   const BufferSpan out = e.buffer(op.out);
   const BufferSpan out16 = f16_out ? e.f16_target(op.out, uint64_t(op.rows), uint64_t(op.width)) : out;
   const auto& p = e.pipeline(ShaderId::rmsnorm_f32, {{0, local}, {1, f16_out}});
-  e.dispatch(p, {e.buffer(op.in), w.vector.span(), out, out16}, as_push(push),
+  e.dispatch(p, {in, w.vector.span(), out, out16, parts.count ? parts.partials : in}, as_push(push),
              {std::min<uint32_t>(push.rows, e.info().max_workgroup_count[0]), 1, 1});
   e.note_variant(f16_out ? "rmsnorm_f32 (and its f16 copy for the GEMMs)" : "rmsnorm_f32");
+  if (parts.count) e.note_variant("adds its input's split-K partials");
 }
 
 }  // namespace greta::vk

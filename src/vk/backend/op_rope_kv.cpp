@@ -70,9 +70,22 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
     v_cache = e.buffer(vw.cache);
     v_width = to_u32(vw.width, "v width");
   }
-  const struct { uint32_t n_tokens, n_heads, n_kv_heads, head_dim, rope_dims, v_width; } push{
-      to_u32(q.n_tokens, "tokens"),  to_u32(q.n_heads, "heads"),        to_u32(k.n_heads, "kv heads"),
-      to_u32(q.head_dim, "head dim"), to_u32(q.rope_dims, "rope dims"), v_width};
+  // The split-K partials of q, k and v when the backend handed them over (OpEncoder::take_split_sum; only where the
+  // rotation covers whole heads, so every element of q is written back: rope_kv_sum_readers).
+  OpEncoder::SplitPartials qp, kp, vp;
+  if (!a.q_norm) {
+    qp = e.take_split_sum(q.x);
+    kp = e.take_split_sum(k.x);
+    if (a.v_write) vp = e.take_split_sum(a.v_write->src);
+  }
+  GRETA_CHECK(!qp.count || q.rope_dims == q.head_dim, "split-K partials of q under a partial rotation");
+  const struct {
+    uint32_t n_tokens, n_heads, n_kv_heads, head_dim, rope_dims, v_width;
+    uint32_t q_parts, q_stride, k_parts, k_stride, v_parts, v_stride;
+  } push{to_u32(q.n_tokens, "tokens"),  to_u32(q.n_heads, "heads"),        to_u32(k.n_heads, "kv heads"),
+         to_u32(q.head_dim, "head dim"), to_u32(q.rope_dims, "rope dims"), v_width,
+         qp.count,                      qp.stride,                         kp.count,
+         kp.stride,                     vp.count,                          vp.stride};
   const uint64_t items = uint64_t(q.n_heads) * uint64_t(q.rope_dims / 2) +
                          uint64_t(k.n_heads) * uint64_t(k.head_dim - k.rope_dims / 2) + v_width;
   to_u32(int64_t(items) * q.n_tokens, "rope_kv items");
@@ -84,9 +97,12 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   }
   const auto& p = e.pipeline(f16 ? ShaderId::rope_kv_f32_kvf16 : ShaderId::rope_kv_f32,
                              {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
-  e.dispatch(p, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows)}, as_push(push),
-             {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
+  e.dispatch(p,
+             {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows),
+              qp.count ? qp.partials : qb, kp.count ? kp.partials : kb, vp.count ? vp.partials : v},
+             as_push(push), {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat(f16 ? "rope_kv_f32_kvf16" : "rope_kv_f32", adjacent ? " (adjacent pairs)" : " (neox halves)"));
+  if (qp.count || kp.count || vp.count) e.note_variant("adds the split-K partials of q, k and v");
   e.note_variant(a.v_write ? "fused rope_q + rope_k + k/v cache writes" : "fused rope_q + rope_k + k cache write");
 }
 

@@ -525,13 +525,17 @@ private:
         bool hazard = false;
         for (engine::BufferId b : rec.writes) hazard = hazard || written.count(b) || read.count(b);
         for (engine::BufferId b : rec.reads) hazard = hazard || written.count(b);
+        const std::vector<OpEncoder::SumReader> takes = split_sum_readers(rec, ops[i].op);
         if (hazard) {
           r.barrier();
-          e.flush_split_sums();  // the split-K sums of the stage's GEMMs, in a stage of their own
+          // The split-K sums of the stage's GEMMs in a stage of their own, but those this op adds itself.
+          e.flush_split_sums(takes);
           written.clear();
           read.clear();
         }
         written.insert(rec.writes.begin(), rec.writes.end());
+        for (const OpEncoder::SumReader& t : takes)
+          if (e.split_sum_handed(t.id)) written.insert(t.id);  // the op writes the sums back
         read.insert(rec.reads.begin(), rec.reads.end());
         e.begin_op(i, &p.variants[i]);
         // A MoE layer's router (a matvec with the ffn_norm fused) starts a stage: the int8 copy of the same
