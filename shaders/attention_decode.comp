@@ -81,6 +81,9 @@ layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: q
 layout(binding = 8) readonly buffer Seq { int seq[]; };
 layout(binding = 9) readonly buffer Pages { int pages[]; };
 layout(binding = 10) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
+// MERGE: this dispatch's indirect arguments {rows, splits, 1, keys per split}, which the backend writes before each
+// step for the step's longest sequence (OpEncoder::step_split_groups); a stand-in without MERGE (pc.split_keys then).
+layout(binding = 11) readonly buffer SplitArgs { uint split_args[]; };
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
 // Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift for the page
@@ -97,6 +100,9 @@ const uint MAX_HEADS = 4;
 const uint MAX_SUBGROUPS = 16;   // the host keeps subgroups x HEADS within these
 const uint MAX_HEAD_DIM_V = 256;
 const uint MAX_SPLITS = 64;      // MERGE: the host uses it for at most this many splits
+
+// Keys per split (the split y takes keys [y * split_keys(), (y + 1) * split_keys())).
+uint split_keys() { return MERGE ? split_args[3] : pc.split_keys; }
 layout(constant_id = 4) const uint HEADS = 1;
 layout(constant_id = 5) const uint LPK = 32;  // lanes per key slot: LPK * C * 4 >= head_dim, head_dim_v
 layout(constant_id = 6) const uint C = 1;
@@ -142,7 +148,7 @@ void merge_splits(uint th, uint t, uint h) {
   memoryBarrierBuffer();
   const uint row_base = th * n_splits * row_floats;
   // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
-  const uint used = min(n_splits, (uint(positions[t]) + pc.split_keys) / pc.split_keys);
+  const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
   if (tid < used) split_w[tid] = partials[row_base + tid * row_floats + pc.head_dim_v];
   barrier();
   float big_m = -1.0 / 0.0, den = 0.0;
@@ -219,7 +225,7 @@ void main() {
   const uint h0 = (gl_WorkGroupID.x - t * groups_per_token) * HEADS, g = h0 / (pc.n_heads / pc.n_kv_heads);
   const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
   const uint len = uint(positions[t]) + 1;
-  const uint split_begin = split * pc.split_keys, key_end = min(len, split_begin + pc.split_keys);
+  const uint split_begin = split * split_keys(), key_end = min(len, split_begin + split_keys());
   const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
   const uint key_begin = max(split_begin, window_begin);
   const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;

@@ -77,14 +77,14 @@ std::string compare_padded(test::AttentionCase& a, int64_t padding, ElemType kv_
 }
 
 // A step of sequences with `lens` tokens at positions starts[i].. (then `padding` padding tokens) on scrambled pages
-// of a pool for n_seqs + 1 sequences of 512 positions: this step's K and V written into caches of random rows, then
+// of a pool for n_seqs + 1 sequences of `ctx` positions: this step's K and V written into caches of random rows, then
 // attention. Unlike test::attention_case (equal shares), any mix: prefill chunks beside decode tokens.
 test::AttentionCase mixed_attention_case(const std::vector<int64_t>& lens, const std::vector<int64_t>& starts,
                                          int64_t padding, int64_t heads, int64_t kv_heads, int64_t head_dim,
-                                         ElemType kv_type, uint32_t& seed) {
+                                         ElemType kv_type, uint32_t& seed, int64_t ctx = 512) {
   int64_t n = padding;
   for (int64_t l : lens) n += l;
-  OpCase c(n, 512, int64_t(lens.size()) + 1);
+  OpCase c(n, ctx, int64_t(lens.size()) + 1);
   c.sequences(lens, starts, seed++);
   const KvLayout& kv = c.plan.shape.kv;
   const int64_t rows = kv.cache_rows(), kv_width = kv_heads * head_dim;
@@ -172,6 +172,40 @@ TEST_CASE("vk paged attention: prefill chunks and decode tokens of different seq
       test::AttentionCase a = mixed_attention_case(m.lens, m.starts, m.padding, 4, 2, m.head_dim, kv_type, seed);
       compare_padded(a, m.padding, kv_type);
     }
+}
+
+// Decode attention in a plan for a long context (4096 positions per sequence, as a server's) sizes its key splits for
+// each step's longest sequence (OpEncoder::step_split_groups): steps of 4 sequences, one token each, whose longest
+// is 40, 700, 4000 and again 100 positions, one after another on the same prepared plan (the split size a kernel
+// reads must be the step's: a stale one from a shorter step misses keys), each against the CPU.
+TEST_CASE("vk paged attention: decode key splits sized for each step's longest sequence") {
+  uint32_t seed = 2300;
+  const std::vector<int64_t> lens = {1, 1, 1, 1};
+  const std::vector<std::vector<int64_t>> steps = {{39, 3, 17, 0}, {699, 5, 300, 64}, {3999, 10, 2047, 128},
+                                                   {99, 4000, 31, 2}};
+  for (ElemType kv_type : {ElemType::F32, ElemType::F16}) {
+    const std::string type = elem_type_name(kv_type);
+    CAPTURE(type);
+    test::AttentionCase a = mixed_attention_case(lens, steps[0], 0, 8, 2, 64, kv_type, seed, 4096);
+    cpu::CpuBackend cpu(cpu::CpuOptions{.threads = 2});
+    auto vk = vk::test::test_backend();
+    auto cpu_plan = a.c.load_and_prepare(cpu);
+    auto vk_plan = a.c.load_and_prepare(*vk);
+    const std::string kernels = vk::describe_kernels(*vk_plan);
+    CHECK_MESSAGE(has(kernels, "sized for each step's longest sequence"), kernels);
+    for (const auto& starts : steps) {
+      CAPTURE(starts[0]);
+      CAPTURE(starts[1]);
+      a.c.sequences(lens, starts, seed++);
+      a.c.run(cpu, *cpu_plan);
+      a.c.run(*vk, *vk_plan);
+      const auto want = a.c.read(cpu, *cpu_plan, a.out), got = a.c.read(*vk, *vk_plan, a.out);
+      REQUIRE(got.size() == want.size());
+      const double e = test::nmse(got.data(), want.data(), got.size());
+      CHECK_MESSAGE(e <= 1e-9, "NMSE ", e, " with ", kernels);
+    }
+    CHECK(vk::validation_messages(*vk).empty());
+  }
 }
 
 TEST_CASE("vk gather rows: the logit rows of a step, in any order, repeated") {

@@ -130,6 +130,13 @@ int run_batched_bench(const Args& args) {
       kv = std::max(kv, (p + g + 31) / 32 * 32 * *std::max_element(npls.begin(), npls.end()));
     }
   if (ctx == 0) fail("nothing to benchmark: --npp and --ntg are both 0");
+  // --ctx: plans for longer sequences than the test's (a server's context; the KV pool stays the test's size).
+  if (args.has("ctx")) {
+    const int64_t c = args.get_int("ctx", 0);
+    if (c < ctx || c > (int64_t(1) << 24))
+      fail("--ctx ", c, ": must be at least the longest npp + ntg (", ctx, ") and at most 16777216");
+    ctx = c;
+  }
 
   const std::string& path = args.positional()[0];
   const int64_t max_b = *std::max_element(npls.begin(), npls.end());

@@ -36,6 +36,8 @@ constexpr OptionSpec k_bench_options[] = {
     {"npp", nullptr, true, "--batched: prompt tokens per sequence, comma separated (default 512)"},
     {"ntg", nullptr, true, "--batched: generated tokens per sequence, comma separated (default 128)"},
     {"npl", nullptr, true, "--batched: sequences, comma separated (default 1,4,16,64)"},
+    {"ctx", "c", true, "--batched: positions per sequence the plans are made for, as a server's --ctx (default: the "
+                       "longest npp + ntg)"},
     {"output", "o", true, "md | csv | json (default md)"},
     {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on; with --batched, of "
                                 "the decode steps)"},
@@ -46,8 +48,8 @@ constexpr OptionSpec k_bench_options[] = {
 constexpr const char* k_usage =
     "greta-vk bench MODEL [-p 512] [-n 128] [-d 0] [-r 5] [-b 512] [-o md|csv|json] [--profile] [--trace FILE] "
     "[--kv-type f16|f32|q8_0] [--backend cpu|vk|hip] [--device N] [--threads N]\n"
-    "       greta-vk bench MODEL --batched [--npp 512] [--ntg 128] [--npl 1,4,16,64] [-b 512] [-o md|csv|json] [--profile] "
-    "[--trace FILE] ...";
+    "       greta-vk bench MODEL --batched [--npp 512] [--ntg 128] [--npl 1,4,16,64] [--ctx N] [-b 512] "
+    "[-o md|csv|json] [--profile] [--trace FILE] ...";
 
 constexpr uint64_t kTokenSeed = 1234;
 constexpr int64_t kMaxTestTokens = int64_t(1) << 20;
@@ -270,6 +272,8 @@ int cmd_bench(int argc, char** argv) {
   }
   args.expect_positional(1, 1, k_usage);
   if (args.has("batched")) return run_batched_bench(args);
+  for (const char* only : {"npp", "ntg", "npl", "ctx"})
+    if (args.has(only)) fail("--", only, " needs --batched");
   const std::vector<int64_t> prompt_sizes = int_list(args, "n-prompt", {512});
   const std::vector<int64_t> gen_sizes = int_list(args, "n-gen", {128});
   const std::vector<int64_t> depths = int_list(args, "n-depth", {0});

@@ -73,21 +73,22 @@ void OpEncoder::dispatch_indirect(const ComputePipeline& p, std::initializer_lis
                                max_groups, label_);
 }
 
-BufferSpan OpEncoder::step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits) {
-  GRETA_CHECK(rows > 0 && split_keys > 0 && max_splits > 0, "split groups");
+BufferSpan OpEncoder::step_split_groups(uint32_t rows, uint32_t wanted, uint32_t max_splits) {
+  GRETA_CHECK(rows > 0 && wanted > 0 && max_splits > 0 && max_splits <= 64, "split groups");
   const StepArgs& args = res_.step_args;
   const auto slot_span = [&](uint32_t slot) {
-    return BufferSpan{args.device.buffer, args.device.offset + uint64_t(slot) * 12, 12};
+    return BufferSpan{args.device.buffer, args.device.offset + uint64_t(slot) * StepArgs::kSlotBytes, 16};
   };
   // Every layer's decode attention has the same counts: one slot per distinct shape, written once per step.
   for (const StepSplitGroups& g : *res_.step_groups)
-    if (g.rows == rows && g.split_keys == split_keys && g.max_splits == max_splits) return slot_span(g.slot);
+    if (g.rows == rows && g.wanted == wanted && g.max_splits == max_splits) return slot_span(g.slot);
   const uint32_t slot = uint32_t(res_.step_groups->size());
   GRETA_CHECK(slot < StepArgs::kSlots, "more than ", StepArgs::kSlots, " decode attention shapes in one plan");
-  const uint32_t all[3] = {rows, max_splits, 1};  // valid until the first step writes it
-  std::memcpy(static_cast<std::byte*>(args.upload->mapped()) + slot * 12, all, sizeof all);
-  args.upload->flush(slot * 12, sizeof all);
-  res_.step_groups->push_back({slot, rows, split_keys, max_splits});
+  res_.step_groups->push_back({slot, rows, wanted, max_splits});
+  // Valid until the first step writes it: every split, of the size that covers keys 0 .. 64 * 2^25 (never run so).
+  const uint32_t all[4] = {rows, max_splits, 1, 1u << 25};
+  std::memcpy(static_cast<std::byte*>(args.upload->mapped()) + slot * StepArgs::kSlotBytes, all, sizeof all);
+  args.upload->flush(slot * StepArgs::kSlotBytes, sizeof all);
   return slot_span(slot);
 }
 

@@ -54,17 +54,28 @@ struct Q8Source {
   bool operator==(const Q8Source&) const = default;
 };
 
-// Workgroup counts that the backend writes before each step (OpEncoder::step_split_groups): decode attention runs
-// {rows, splits holding keys of the step's largest position, 1} instead of every split of the context. Each shape
-// has a slot of 3 uint32 in the plan's split-argument buffers (StepArgs).
+// Decode attention's key splits, which the backend sizes before each step (OpEncoder::step_split_groups) from the
+// step's longest sequence: {rows, splits, 1, keys per split} with keys = decode_split_keys(longest, wanted) and as
+// many splits as hold keys of it, at most max_splits (the plan's splits at its full context, which size the
+// partials). So a plan made for a long context (a server's) runs short sequences in as many splits as a short
+// context would, not in a few long ones. Each shape has a slot of StepArgs::kSlotBytes in the plan's
+// split-argument buffers: the indirect dispatch reads its first 3 words, the kernel the 4th.
 struct StepSplitGroups {
-  uint32_t slot, rows, split_keys, max_splits;
+  uint32_t slot, rows, wanted, max_splits;
 };
+// Keys per split of decode attention over sequences of up to `len` positions: about `wanted` splits (at most 64)
+// of at least 32 keys, a multiple of 16 (op_attention.cpp).
+uint32_t decode_split_keys(uint64_t len, uint32_t wanted);
+// The step's {keys per split, splits} for one StepSplitGroups shape and a longest sequence of `len` positions.
+std::pair<uint32_t, uint32_t> step_key_splits(const StepSplitGroups& g, uint64_t len);
 // The plan's indirect-dispatch arguments: the host writes `upload` (mapped) before each step, and every recording
 // first copies it into `device`, which the dispatches read (as the step inputs: kernels read device memory, not the
 // host's over the bus, which cost a bus round trip per dependent read, every layer).
 struct StepArgs {
   static constexpr uint32_t kSlots = 16;  // distinct decode attention shapes per plan
+  // A slot's bytes: its 4 words, padded to the largest minStorageBufferOffsetAlignment Vulkan allows, so the kernel
+  // can bind its slot alone.
+  static constexpr uint32_t kSlotBytes = 256;
   Buffer* upload = nullptr;
   BufferSpan device{};
 };
@@ -133,10 +144,10 @@ public:
   // A dispatch whose workgroup counts come from `args` (step_split_groups) when it runs, at most `max_groups`.
   void dispatch_indirect(const ComputePipeline& p, std::initializer_list<BufferSpan> buffers,
                          std::span<const std::byte> push, BufferSpan args, std::array<uint32_t, 3> max_groups);
-  // Indirect dispatch arguments that the backend sets before every step to {rows, min(max_splits, (p +
-  // split_keys) / split_keys), 1}, p the step's largest position (StepInput::max_len() - 1): the key splits that
-  // hold keys of some token. Shared by the dispatches of one shape (every layer's).
-  BufferSpan step_split_groups(uint32_t rows, uint32_t split_keys, uint32_t max_splits);
+  // Indirect dispatch arguments (the first 12 bytes of the span) that the backend sets before every step to {rows,
+  // splits, 1} and the split size the kernel reads (the 4th word): step_key_splits for the step's longest sequence
+  // (StepInput::max_len()). Shared by the dispatches of one shape (every layer's).
+  BufferSpan step_split_groups(uint32_t rows, uint32_t wanted, uint32_t max_splits);
   // A barrier between two dispatches of one op (the engine's ops are separated by the backend).
   void barrier() { recorder_->barrier(); }
   // No dispatch since the last barrier: the next one runs alone unless later ones join it (Recorder::at_barrier).

@@ -172,13 +172,13 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
   // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
   // workgroups. A batched decode step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at
   // 64 sequences of ~600 positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little
-  // more than its setup and the merge).
+  // more than its setup and the merge). Sized here for the plan's context (the partials); with MERGE the backend
+  // sizes them again before each step for the step's longest sequence (step_key_splits).
   constexpr int64_t kDecodeTargetGroups = 1024;
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
-  const int64_t wanted_splits = std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64);
-  const int64_t per_split = std::max(min_split, (ctx + wanted_splits - 1) / wanted_splits);
-  const int64_t decode_split = std::max<int64_t>(32, (per_split + 15) / 16 * 16);
-  const int64_t keys_per_split = decode_kernel ? decode_split : split_keys;
+  const uint32_t wanted_splits =
+      uint32_t(std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64));
+  const int64_t keys_per_split = decode_kernel ? int64_t(decode_split_keys(uint64_t(ctx), wanted_splits)) : split_keys;
   const int64_t splits = (ctx + keys_per_split - 1) / keys_per_split;
   Push split = push;
   split.split_keys = uint32_t(keys_per_split);
@@ -207,16 +207,19 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                 {6, layout.vec4_per_lane}},
                                options);
     if (merge) {
-      // Only the splits that hold keys run: the backend writes their count before each step (a short context is
-      // one or two splits, not 64 workgroups per row that find no keys).
-      const BufferSpan groups = e.step_split_groups(decode_groups, uint32_t(keys_per_split), uint32_t(splits));
-      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split), groups,
-                          {decode_groups, uint32_t(splits), 1});
-      e.note_variant(cat(decode_name, "up to ", splits, " key splits of ", keys_per_split,
-                         ", as many as hold keys, merged by the last", q8_out ? "; int8 output" : "", extras, ")"));
+      // The backend sizes the splits before each step for its longest sequence (the split size in the 4th word of
+      // the indirect arguments, binding 11): only splits that hold keys run (a short sequence is one or two splits,
+      // not 64 workgroups per row that find no keys), and a plan for a long context splits short sequences as finely
+      // as a plan for a short one.
+      const BufferSpan groups = e.step_split_groups(decode_groups, wanted_splits, uint32_t(splits));
+      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, groups}, as_push(split),
+                          groups, {decode_groups, uint32_t(splits), 1});
+      e.note_variant(cat(decode_name, "up to ", splits,
+                         " key splits, sized for each step's longest sequence, merged by the last",
+                         q8_out ? "; int8 output" : "", extras, ")"));
       return;
     }
-    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks}, as_push(split),
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, partials}, as_push(split),
                {decode_groups, uint32_t(splits), 1});
   } else {
     e.dispatch(p, {q, k, v, pos, out, partials, seq, pages, sinks}, as_push(split), {groups, uint32_t(splits), 1});
@@ -228,6 +231,18 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
              {e.groups_for(uint64_t(rows) * uint64_t(op.head_dim_v), kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat(decode_kernel ? decode_name : cat("attention_f32", cache_suffix, " ("), splits, " key splits of ",
                      keys_per_split, extras, ") + attention_combine_f32"));
+}
+
+uint32_t decode_split_keys(uint64_t len, uint32_t wanted) {
+  const uint64_t per_split = std::max<uint64_t>((len + 63) / 64, (len + wanted - 1) / wanted);
+  return uint32_t(std::max<uint64_t>(32, (per_split + 15) / 16 * 16));
+}
+
+std::pair<uint32_t, uint32_t> step_key_splits(const StepSplitGroups& g, uint64_t len) {
+  uint64_t keys = decode_split_keys(len, g.wanted);
+  // At most the plan's splits (its partials): a longer split where rounding would give one more.
+  if ((len + keys - 1) / keys > g.max_splits) keys = (len + g.max_splits - 1) / g.max_splits;
+  return {uint32_t(keys), uint32_t((len + keys - 1) / keys)};
 }
 
 }  // namespace greta::vk

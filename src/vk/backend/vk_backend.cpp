@@ -326,7 +326,7 @@ public:
         p->step_inputs.push_back({BufferId(i), upload, p->spans[i]});
       }
     }
-    constexpr uint64_t kStepArgBytes = StepArgs::kSlots * 12;
+    constexpr uint64_t kStepArgBytes = uint64_t(StepArgs::kSlots) * StepArgs::kSlotBytes;
     p->step_args_upload.emplace(allocator_->create_buffer(kStepArgBytes, MemoryUse::upload, "attention split groups"));
     p->step_args_device.emplace(
         allocator_->create_buffer(kStepArgBytes, MemoryUse::device, "attention split groups (device copy)"));
@@ -371,14 +371,15 @@ public:
       std::memcpy(upload->mapped(), values.data(), values.size_bytes());
       upload->flush(0, values.size_bytes());
     }
-    // Decode attention runs the key splits that hold keys of the step's longest sequence (OpEncoder::
-    // step_split_groups); the positions are engine-checked, so max_len() is within every plan's context.
-    const uint64_t last_pos = uint64_t(step.max_len() - 1);
+    // Decode attention splits the keys of the step's longest sequence (OpEncoder::step_split_groups); the positions
+    // are engine-checked, so max_len() is within every plan's context.
+    const uint64_t longest = uint64_t(std::max<int64_t>(step.max_len(), 1));
     for (const StepSplitGroups& g : p.step_groups) {
-      const uint32_t used = uint32_t(std::min<uint64_t>(g.max_splits, (last_pos + g.split_keys) / g.split_keys));
-      const uint32_t groups[3] = {g.rows, used, 1};
-      std::memcpy(static_cast<std::byte*>(p.step_args_upload->mapped()) + g.slot * 12, groups, sizeof groups);
-      p.step_args_upload->flush(g.slot * 12, sizeof groups);
+      const auto [keys, splits] = step_key_splits(g, longest);
+      const uint32_t args[4] = {g.rows, splits, 1, keys};
+      std::memcpy(static_cast<std::byte*>(p.step_args_upload->mapped()) + g.slot * StepArgs::kSlotBytes, args,
+                  sizeof args);
+      p.step_args_upload->flush(g.slot * StepArgs::kSlotBytes, sizeof args);
     }
 
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
