@@ -12,6 +12,10 @@
 // across them in shared memory; each invocation then owns pairs i = tid, tid + WG, ... of the head. The scale and the
 // rotation are rmsnorm.comp's and rope.glsl's, so q and k get the unfused kernels' values up to f32 rounding.
 // The caches are f32, or f16 with CACHE_F16.
+// Split-K partials (OpEncoder::take_split_sum): q, k and v may be split GEMMs' outputs whose partials (bindings 10, 11
+// and 12, at strides of pc.q_stride / pc.k_stride / pc.v_stride floats) were not yet added. The norm's pass adds them
+// in split order, as add_splits.comp would, and writes the sums back before the workgroup's barrier, so the rotation's
+// pass (other invocations per element) reads them; V is summed where it is copied, and written back too.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -25,7 +29,7 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ADJACENT = 1;
 layout(binding = 0) buffer Q { float q[]; };
 layout(binding = 1) buffer K { float k[]; };
-layout(binding = 2) readonly buffer V { float v[]; };
+layout(binding = 2) buffer V { float v[]; };
 layout(binding = 3) writeonly buffer KCache { CACHE_T k_cache[]; };
 layout(binding = 4) writeonly buffer VCache { CACHE_T v_cache[]; };
 layout(binding = 5) readonly buffer Positions { int positions[]; };
@@ -33,8 +37,12 @@ layout(binding = 6) readonly buffer InvFreq { float inv_freq[]; };
 layout(binding = 7) readonly buffer Rows { int rows[]; };
 layout(binding = 8) readonly buffer QNorm { float q_norm[]; };  // [head_dim]
 layout(binding = 9) readonly buffer KNorm { float k_norm[]; };  // [head_dim]
+layout(binding = 10) readonly buffer QPart { float q_part[]; };  // bound to q, k and v again without partials
+layout(binding = 11) readonly buffer KPart { float k_part[]; };
+layout(binding = 12) readonly buffer VPart { float v_part[]; };
 layout(push_constant) uniform Push {
   uint n_heads; uint n_kv_heads; uint head_dim; uint rope_dims; uint v_width; float q_eps; float k_eps;
+  uint q_parts; uint q_stride; uint k_parts; uint k_stride; uint v_parts; uint v_stride;
 } pc;
 
 #include "rope.glsl"
@@ -50,21 +58,35 @@ void main() {
   const uint heads = pc.n_heads + pc.n_kv_heads;
   const uint kv_width = pc.n_kv_heads * pc.head_dim, dst = uint(rows[t]) * kv_width;
   if (h >= heads) {  // V (uniform per workgroup: the barriers below are never reached here)
-    const uint e = (h - heads) * WG + tid;
-    if (e < pc.v_width) v_cache[uint(rows[t]) * pc.v_width + e] = CACHE_T(v[t * pc.v_width + e]);
+    const uint e = (h - heads) * WG + tid, at = t * pc.v_width + e;
+    if (e < pc.v_width) {
+      float x = v[at];
+      if (pc.v_parts > 0u) {
+        for (uint z = 0; z < pc.v_parts; ++z) x += v_part[z * pc.v_stride + at];
+        v[at] = x;
+      }
+      v_cache[uint(rows[t]) * pc.v_width + e] = CACHE_T(x);
+    }
     return;
   }
   const bool is_q = h < pc.n_heads;
   const uint base = is_q ? (t * pc.n_heads + h) * pc.head_dim : t * kv_width + (h - pc.n_heads) * pc.head_dim;
   const uint cache_base = dst + (is_q ? 0u : (h - pc.n_heads) * pc.head_dim);
 
+  const uint parts = is_q ? pc.q_parts : pc.k_parts, stride = is_q ? pc.q_stride : pc.k_stride;
   float ss = 0.0;
   for (uint e = tid; e < pc.head_dim; e += WG) {
-    const float x = is_q ? q[base + e] : k[base + e];
+    float x = is_q ? q[base + e] : k[base + e];
+    if (parts > 0u) {
+      for (uint z = 0; z < parts; ++z) x += is_q ? q_part[z * stride + base + e] : k_part[z * stride + base + e];
+      if (is_q) q[base + e] = x;
+      else k[base + e] = x;
+    }
     ss += x * x;
   }
   ss = subgroupAdd(ss);
   if (subgroupElect()) red[gl_SubgroupID] = ss;
+  memoryBarrierBuffer();  // the sums written back are read by other invocations below
   barrier();
   float total = 0.0;
   for (uint i = 0; i < gl_NumSubgroups; ++i) total += red[i];

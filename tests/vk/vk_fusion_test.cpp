@@ -425,8 +425,9 @@ TEST_CASE("vk decode fusion: no rope_kv over q8_0 caches (rope, then kv_write_q8
 // step's ffn_norm over the residual stream its attn_output GEMM added into (fused residual add), rope_kv over split
 // Q, K and V, and a GLU over split gate and up. Each reader adds the partials itself and writes the sums back: the
 // residual stream, gate and V are checked after the step, and a later op reads the residual stream and the gate.
-// A partial rotation leaves q's past-rotary dims unread by rope_kv: there the sums keep their own stage. 9 and 16
-// tokens (the GEMMs, not the matvecs), 101-row FFN (partial tiles).
+// A partial rotation leaves q's past-rotary dims unread by rope_kv: there the sums keep their own stage, unless the
+// per-head q/k norms come first (qwen3: qk_norm_rope_kv writes every dim). 9 and 16 tokens (the GEMMs, not the
+// matvecs), 101-row FFN (partial tiles).
 TEST_CASE("vk split-K sums added by the norm, rope_kv and the GLU that read them") {
   greta::vk::test::ScopedEnv split("GRETA_VK_GEMM_SPLIT", "3");
   uint32_t seed = 1500;
@@ -459,7 +460,9 @@ TEST_CASE("vk split-K sums added by the norm, rope_kv and the GLU that read them
       CHECK_MESSAGE(!has(kernels, "add_splits"), kernels);
       for (BufferId b : {residual, normed, gate, up, later, gate_reader}) compare(c, b, 1e-9);
     }
+  for (bool qk_norm : {false, true})
   for (bool partial : {false, true}) {
+    CAPTURE(qk_norm);
     CAPTURE(partial);
     const int64_t n = 9, dim = 256, heads = 4, kv_heads = 2, head_dim = 32, rope_dims = partial ? 16 : 32;
     OpCase c(n, 64);
@@ -475,6 +478,12 @@ TEST_CASE("vk split-K sums added by the norm, rope_kv and the GLU that read them
     c.add("attn_k", MatMulOp{x, k, c.weight("w_k", GgmlType::Q4_K, kv_width, dim, seed++), n, dim, kv_width});
     c.add("attn_v", MatMulOp{x, v, c.weight("w_v", GgmlType::Q4_K, kv_width, dim, seed++), n, dim, kv_width});
     const auto pos = c.plan.positions;
+    if (qk_norm) {
+      c.add("attn_q_norm", RmsNormOp{q, q, c.weight("q_norm", GgmlType::F32, 1, head_dim, seed++, 0.5f, 1.5f),
+                                     n * heads, head_dim, 0, 1e-6f});
+      c.add("attn_k_norm", RmsNormOp{k, k, c.weight("k_norm", GgmlType::F32, 1, head_dim, seed++, 0.5f, 1.5f),
+                                     n * kv_heads, head_dim, 0, 1e-6f});
+    }
     c.add("rope_q", RopeOp{q, pos, n, heads, head_dim, rope_dims, model::RopePairing::NeoxHalves, 10000.f, 1.f});
     c.add("rope_k", RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, model::RopePairing::NeoxHalves, 10000.f, 1.f});
     c.add("k_cache", KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
@@ -482,9 +491,9 @@ TEST_CASE("vk split-K sums added by the norm, rope_kv and the GLU that read them
     std::string kernels;
     compare(c, k_cache, 1e-8, vk::MatmulKernel::automatic, 2e-6, &kernels);
     CHECK_MESSAGE(has(kernels, "split-K "), kernels);  // 3, or 2 where a K split holds whole K steps of 64
-    CHECK_MESSAGE(has(kernels, "rope_kv_f32_kvf16"), kernels);
-    CHECK_MESSAGE(has(kernels, "adds the split-K partials of q, k and v") == !partial, kernels);
-    CHECK_MESSAGE(has(kernels, "add_splits") == partial, kernels);
+    CHECK_MESSAGE(has(kernels, qk_norm ? "qk_norm_rope_kv_f32_kvf16" : "rope_q  rope_kv_f32_kvf16"), kernels);
+    CHECK_MESSAGE(has(kernels, "adds the split-K partials of q, k and v") == (!partial || qk_norm), kernels);
+    CHECK_MESSAGE(has(kernels, "add_splits") == (partial && !qk_norm), kernels);
     for (BufferId b : {q, k, v}) compare(c, b, 1e-8);
     compare(c, v_cache, 1e-8);
   }

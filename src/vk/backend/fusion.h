@@ -84,8 +84,8 @@ std::vector<OpRecord> plan_records(const engine::Plan& plan, engine::OpRange ran
 
 // The plan buffers (and how many of their elements, from the first) that the op of `rec` reads, and whose split-K
 // partials it can add itself, writing the sums back (OpEncoder::flush_split_sums, take_split_sum): an rmsnorm over
-// whole rows from row 0, a GLU's gate and up, rope_kv's q, k and v where the rotation covers whole heads (no per-head
-// norms). `op` is the plan's op of the record.
+// whole rows from row 0, a GLU's gate and up, rope_kv's q, k and v (with the per-head norms, or where the rotation
+// covers whole heads). `op` is the plan's op of the record.
 std::vector<OpEncoder::SumReader> split_sum_readers(const OpRecord& rec, const engine::OpVariant& op);
 
 }  // namespace greta::vk

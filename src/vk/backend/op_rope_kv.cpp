@@ -10,9 +10,15 @@ namespace greta::vk {
 
 namespace {
 
-// Bindings 0-7 as rope_kv.comp's; 8 and 9 the norm weights.
+// The split-K partials of q, k and v that the backend handed over (OpEncoder::take_split_sum; count 0: none).
+struct QkvPartials {
+  OpEncoder::SplitPartials q, k, v;
+  bool any() const { return q.count || k.count || v.count; }
+};
+
+// Bindings 0-7 as rope_kv.comp's; 8 and 9 the norm weights, 10-12 the partials.
 void encode_qk_norm_rope_kv(OpEncoder& e, const RopeKvArgs& a, const std::array<BufferSpan, 8>& b, uint32_t v_width,
-                            bool f16, bool adjacent) {
+                            bool f16, bool adjacent, const QkvPartials& parts) {
   const engine::RopeOp &q = a.q, &k = a.k;
   const engine::RmsNormOp &qn = *a.q_norm, &kn = *a.k_norm;
   GRETA_CHECK(a.k_norm && qn.in == q.x && qn.out == q.x && kn.in == k.x && kn.out == k.x &&
@@ -24,19 +30,25 @@ void encode_qk_norm_rope_kv(OpEncoder& e, const RopeKvArgs& a, const std::array<
   const struct {
     uint32_t n_heads, n_kv_heads, head_dim, rope_dims, v_width;
     float q_eps, k_eps;
+    uint32_t q_parts, q_stride, k_parts, k_stride, v_parts, v_stride;
   } push{to_u32(q.n_heads, "heads"), to_u32(k.n_heads, "kv heads"), to_u32(q.head_dim, "head dim"),
-         to_u32(q.rope_dims, "rope dims"), v_width, qn.eps, kn.eps};
+         to_u32(q.rope_dims, "rope dims"), v_width, qn.eps, kn.eps,
+         parts.q.count, parts.q.stride, parts.k.count, parts.k.stride, parts.v.count, parts.v.stride};
   // One workgroup per head of 64 invocations (a head of 128 is 64 pairs), then the V rows in pieces of 64.
   constexpr uint32_t kLocal = 64;
   const uint32_t groups = push.n_heads + push.n_kv_heads + (v_width + kLocal - 1) / kLocal;
   const auto& p = e.pipeline(f16 ? ShaderId::qk_norm_rope_kv_f32_kvf16 : ShaderId::qk_norm_rope_kv_f32,
                              {{0, kLocal}, {1, adjacent ? 1u : 0u}});
-  e.dispatch(p, {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], qw.vector.span(), kw.vector.span()}, as_push(push),
-             {groups, to_u32(q.n_tokens, "tokens"), 1});
+  e.dispatch(p,
+             {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], qw.vector.span(), kw.vector.span(),
+              parts.q.count ? parts.q.partials : b[0], parts.k.count ? parts.k.partials : b[1],
+              parts.v.count ? parts.v.partials : b[2]},
+             as_push(push), {groups, to_u32(q.n_tokens, "tokens"), 1});
   e.note_variant(cat(f16 ? "qk_norm_rope_kv_f32_kvf16" : "qk_norm_rope_kv_f32",
                      adjacent ? " (adjacent pairs)" : " (neox halves)"));
   e.note_variant(a.v_write ? "fused q/k norms + rope_q + rope_k + k/v cache writes"
                            : "fused q/k norms + rope_q + rope_k + k cache write");
+  if (parts.any()) e.note_variant("adds the split-K partials of q, k and v");
 }
 
 }  // namespace
@@ -70,15 +82,12 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
     v_cache = e.buffer(vw.cache);
     v_width = to_u32(vw.width, "v width");
   }
-  // The split-K partials of q, k and v when the backend handed them over (OpEncoder::take_split_sum; only where the
-  // rotation covers whole heads, so every element of q is written back: rope_kv_sum_readers).
-  OpEncoder::SplitPartials qp, kp, vp;
-  if (!a.q_norm) {
-    qp = e.take_split_sum(q.x);
-    kp = e.take_split_sum(k.x);
-    if (a.v_write) vp = e.take_split_sum(a.v_write->src);
-  }
-  GRETA_CHECK(!qp.count || q.rope_dims == q.head_dim, "split-K partials of q under a partial rotation");
+  // The split-K partials of q, k and v when the backend handed them over (OpEncoder::take_split_sum; rope_kv.comp
+  // only where the rotation covers whole heads, so that every element of q is written back: split_sum_readers).
+  QkvPartials parts{e.take_split_sum(q.x), e.take_split_sum(k.x),
+                    a.v_write ? e.take_split_sum(a.v_write->src) : OpEncoder::SplitPartials{}};
+  GRETA_CHECK(a.q_norm || !parts.q.count || q.rope_dims == q.head_dim, "split-K partials of q under a partial rotation");
+  const OpEncoder::SplitPartials &qp = parts.q, &kp = parts.k, &vp = parts.v;
   const struct {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, rope_dims, v_width;
     uint32_t q_parts, q_stride, k_parts, k_stride, v_parts, v_stride;
@@ -92,7 +101,7 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   const bool adjacent = q.pairing == model::RopePairing::Adjacent;
   if (a.q_norm) {
     encode_qk_norm_rope_kv(e, a, {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows)}, v_width,
-                           f16, adjacent);
+                           f16, adjacent, parts);
     return;
   }
   const auto& p = e.pipeline(f16 ? ShaderId::rope_kv_f32_kvf16 : ShaderId::rope_kv_f32,
@@ -102,7 +111,7 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
               qp.count ? qp.partials : qb, kp.count ? kp.partials : kb, vp.count ? vp.partials : v},
              as_push(push), {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat(f16 ? "rope_kv_f32_kvf16" : "rope_kv_f32", adjacent ? " (adjacent pairs)" : " (neox halves)"));
-  if (qp.count || kp.count || vp.count) e.note_variant("adds the split-K partials of q, k and v");
+  if (parts.any()) e.note_variant("adds the split-K partials of q, k and v");
   e.note_variant(a.v_write ? "fused rope_q + rope_k + k/v cache writes" : "fused rope_q + rope_k + k cache write");
 }
 
