@@ -12,7 +12,7 @@
 // Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
 // outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
 // each element read is gate[i] + part[0][i] + ... in split order, as add_splits.comp adds them, and the sums are
-// written back (gate's only when pc.keep_gate: `out` may alias it).
+// written back (each only when pc.keep_gate / pc.keep_up: `out` may alias either).
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
 layout(constant_id = 2) const bool F16_OUT = false;
@@ -24,6 +24,7 @@ layout(binding = 4) readonly buffer GatePart { float gate_part[]; };  // bound t
 layout(binding = 5) readonly buffer UpPart { float up_part[]; };      // bound to up again without partials
 layout(push_constant) uniform Push {
   uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride; uint keep_gate;
+  uint keep_up;
 } pc;
 
 #extension GL_GOOGLE_include_directive : require
@@ -49,7 +50,7 @@ float unit(uint i) {
   }
   if (pc.up_parts > 0u) {
     for (uint z = 0; z < pc.up_parts; ++z) u += up_part[z * pc.up_stride + i];
-    up[i] = u;
+    if (pc.keep_up != 0u) up[i] = u;
   }
   return act(g, u);
 }

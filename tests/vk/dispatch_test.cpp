@@ -257,8 +257,8 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
   const struct {
     uint32_t count;
     float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate;
-  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0};
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up;
+  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0};
   for (uint32_t kind : {0u, 1u, 2u}) {
     CAPTURE(kind);
     const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});

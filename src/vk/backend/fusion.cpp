@@ -425,6 +425,8 @@ std::vector<OpEncoder::SumReader> split_sum_readers(const OpRecord& rec, const e
     const RopeKvArgs& a = *rec.rope_kv;
     // rope_kv.comp leaves q's past-rotary dims untouched; qk_norm_rope_kv.comp writes every dim.
     if (!a.q_norm && a.q.rope_dims != a.q.head_dim) return readers;
+    // Each of q, k and v its own buffer: one element's partials are added by one invocation only.
+    if (a.q.x == a.k.x || (a.v_write && (a.v_write->src == a.q.x || a.v_write->src == a.k.x))) return readers;
     readers.push_back({a.q.x, uint64_t(a.q.n_tokens * a.q.n_heads * a.q.head_dim)});
     readers.push_back({a.k.x, uint64_t(a.k.n_tokens * a.k.n_heads * a.k.head_dim)});
     if (a.v_write) readers.push_back({a.v_write->src, uint64_t(a.v_write->n_tokens * a.v_write->width)});

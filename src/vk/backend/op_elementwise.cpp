@@ -10,9 +10,9 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f1
   const struct {
     uint32_t count;
     float alpha, limit;  // SwiGluOai only
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate;
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up;
   } push{to_u32(op.elems, "glu elements"), op.alpha, op.limit, gate_parts.count, gate_parts.stride,
-         up_parts.count, up_parts.stride, op.out != op.gate};
+         up_parts.count, up_parts.stride, op.out != op.gate, op.out != op.up};
   const uint32_t kind = uint32_t(op.kind);  // glu.comp's KIND: GluKind's order
   GRETA_CHECK(!f16_out || (f16_out->rows * f16_out->cols == uint64_t(op.elems) && op.elems % 4 == 0),
               "f16 glu output of ", op.elems, " values");
