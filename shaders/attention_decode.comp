@@ -225,7 +225,7 @@ void main() {
   const uint h0 = (gl_WorkGroupID.x - t * groups_per_token) * HEADS, g = h0 / (pc.n_heads / pc.n_kv_heads);
   const uint D4 = pc.head_dim / 4, DV4 = pc.head_dim_v / 4;
   const uint len = uint(positions[t]) + 1;
-  const uint split_begin = split * split_keys(), key_end = min(len, split_begin + split_keys());
+  const uint keys = split_keys(), split_begin = split * keys, key_end = min(len, split_begin + keys);
   const uint window_begin = pc.window > 0 && len > pc.window ? len - pc.window : 0;  // first visible key
   const uint key_begin = max(split_begin, window_begin);
   const uint k_row4 = pc.n_kv_heads * D4, v_row4 = pc.n_kv_heads * DV4;

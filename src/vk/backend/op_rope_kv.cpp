@@ -87,14 +87,13 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
   QkvPartials parts{e.take_split_sum(q.x), e.take_split_sum(k.x),
                     a.v_write ? e.take_split_sum(a.v_write->src) : OpEncoder::SplitPartials{}};
   GRETA_CHECK(a.q_norm || !parts.q.count || q.rope_dims == q.head_dim, "split-K partials of q under a partial rotation");
-  const OpEncoder::SplitPartials &qp = parts.q, &kp = parts.k, &vp = parts.v;
   const struct {
     uint32_t n_tokens, n_heads, n_kv_heads, head_dim, rope_dims, v_width;
     uint32_t q_parts, q_stride, k_parts, k_stride, v_parts, v_stride;
   } push{to_u32(q.n_tokens, "tokens"),  to_u32(q.n_heads, "heads"),        to_u32(k.n_heads, "kv heads"),
          to_u32(q.head_dim, "head dim"), to_u32(q.rope_dims, "rope dims"), v_width,
-         qp.count,                      qp.stride,                         kp.count,
-         kp.stride,                     vp.count,                          vp.stride};
+         parts.q.count,                 parts.q.stride,                    parts.k.count,
+         parts.k.stride,                parts.v.count,                     parts.v.stride};
   const uint64_t items = uint64_t(q.n_heads) * uint64_t(q.rope_dims / 2) +
                          uint64_t(k.n_heads) * uint64_t(k.head_dim - k.rope_dims / 2) + v_width;
   to_u32(int64_t(items) * q.n_tokens, "rope_kv items");
@@ -108,7 +107,8 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& a) {
                              {{0, kElementwiseWorkgroup}, {1, adjacent ? 1u : 0u}});
   e.dispatch(p,
              {qb, kb, v, k_cache, v_cache, e.buffer(q.positions), freq, e.buffer(kw.rows),
-              qp.count ? qp.partials : qb, kp.count ? kp.partials : kb, vp.count ? vp.partials : v},
+              parts.q.count ? parts.q.partials : qb, parts.k.count ? parts.k.partials : kb,
+              parts.v.count ? parts.v.partials : v},
              as_push(push), {e.groups_for(items * uint64_t(q.n_tokens), kElementwiseWorkgroup), 1, 1});
   e.note_variant(cat(f16 ? "rope_kv_f32_kvf16" : "rope_kv_f32", adjacent ? " (adjacent pairs)" : " (neox halves)"));
   if (parts.any()) e.note_variant("adds the split-K partials of q, k and v");
