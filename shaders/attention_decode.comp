@@ -149,12 +149,13 @@ void merge_splits(uint th, uint t, uint h) {
   const uint row_base = th * n_splits * row_floats;
   // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
   const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
-  if (tid < used) split_w[tid] = partials[row_base + tid * row_floats + pc.head_dim_v];
+  // Strided: a workgroup of fewer invocations than splits (4 heads on subgroups of 8: 32 invocations) covers them all.
+  for (uint s = tid; s < used; s += gl_WorkGroupSize.x) split_w[s] = partials[row_base + s * row_floats + pc.head_dim_v];
   barrier();
   float big_m = -1.0 / 0.0, den = 0.0;
   for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // the split of the token's own key: finite
   barrier();
-  if (tid < used) split_w[tid] = exp(split_w[tid] - big_m);
+  for (uint s = tid; s < used; s += gl_WorkGroupSize.x) split_w[s] = exp(split_w[s] - big_m);
   barrier();
   for (uint s = 0; s < used; ++s) den += split_w[s] * partials[row_base + s * row_floats + pc.head_dim_v + 1];
   const uint DV4 = pc.head_dim_v / 4;

@@ -35,9 +35,13 @@ namespace {
 // attention_decode.comp's work layout: query heads per workgroup (sharing their KV head's loads), lanes per key slot
 // and vec4 per lane. Several heads per workgroup where a step has rows to spare (a batched decode step: at least
 // 1024 rows, e.g. 32 sequences x 32 heads), since they divide the workgroups; up to 4, dividing the query heads per
-// KV head, with heads x vec4 per lane <= 8 (registers) and heads x subgroups <= 16 (the shader's shared arrays).
+// KV head, with heads x vec4 per lane <= 4 (registers) and heads x subgroups <= 16 (the shader's shared arrays).
 // Lanes per key: the fewest (a power of two) whose vec4 cover the head dims, so a subgroup scores as many keys at
 // once as it can with the shortest shuffle reductions. GRETA_VK_ATTN_HEADS=1|2|4 forces the heads (measurements).
+// Why 4 (H200, 8B, head dim 128, attention ms per step, `bench --batched --profile`): 4 heads at 64 sequences took
+// 2.90 on 16 lanes x 2 vec4 (140 registers) and 2.57 on 32 lanes x 1 (84); one head at 16 sequences took 1.05 on
+// 8 lanes x 4 (122 registers), 1.41 on 16 x 2 and 2.16 on 32 x 1: the shorter shuffle chains pay until the registers
+// cost occupancy.
 // The workgroup: 128 invocations (at least a subgroup), fewer where heads x subgroups would pass 16 (small subgroups),
 // never fewer than head_dim_v / 4 (the single-split path writes a row with one vec4 per invocation).
 struct DecodeLayout {
@@ -54,7 +58,7 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
     heads = uint32_t(s[0] - '0');
   }
   for (;; heads /= 2) {
-    const uint32_t max_c = std::min(4u, 8 / heads);
+    const uint32_t max_c = 4 / heads;
     const uint32_t lanes = std::min(std::bit_ceil((dim4 + max_c - 1) / max_c), subgroup);
     const uint32_t local = std::max(subgroup, std::min(128u, 16 / heads * subgroup));
     if (heads == 1 || (group % heads == 0 && (dim4 + lanes - 1) / lanes <= max_c && local >= op.head_dim_v / 4))
@@ -170,11 +174,14 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
           layout.lanes_per_key, " lanes per key, ");
   // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
   // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
-  // workgroups. A batched decode step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at
+  // workgroups. Each split costs its partial, its count and a share of the merge, so the target is about 4
+  // workgroups per SM of an H200, not more: 512 rather than 1024 took the 8B's attention (ms per step, ~600
+  // positions) at 1 / 4 / 16 / 64 sequences from 0.55 / 0.66 / 1.17 / 3.15 to 0.44 / 0.52 / 1.04 / 2.91, the 7B's
+  // from 0.56 / 0.73 / 1.53 / 4.83 to 0.46 / 0.59 / 1.37 / 4.82; 256 lost at 4 sequences (0.63). A batched decode step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at
   // 64 sequences of ~600 positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little
   // more than its setup and the merge). Sized here for the plan's context (the partials); with MERGE the backend
   // sizes them again before each step for the step's longest sequence (step_key_splits).
-  constexpr int64_t kDecodeTargetGroups = 1024;
+  constexpr int64_t kDecodeTargetGroups = 512;
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
   const uint32_t wanted_splits =
       uint32_t(std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64));
