@@ -181,7 +181,7 @@ TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {
 
 TEST_CASE("vk rmsnorm: odd widths, row offsets, in place") {
   uint32_t seed = 400;
-  for (int64_t width : {int64_t(7), int64_t(64), int64_t(1031), int64_t(4096)})
+  for (int64_t width : {int64_t(7), int64_t(64), int64_t(1031), int64_t(2052), int64_t(4096)})
     for (int64_t offset : {int64_t(0), int64_t(2)}) {
       CAPTURE(width);
       CAPTURE(offset);
