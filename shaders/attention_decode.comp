@@ -35,7 +35,9 @@
 // A decode step is a chain of small dependent dispatches, each costing a few microseconds at its barrier, so this
 // removes a stage per layer. Q8_OUT (spec constant 2, needs head_dim_v % 32 == 0): that workgroup also writes the
 // row's output as quantize_q8.comp would (int8 per 32 elements, its layout), the input of the int8 output
-// projection, which then needs no quantizer dispatch either.
+// projection, which then needs no quantizer dispatch either. F16_OUT (spec constant 7): it also writes the row as f16
+// (binding 12, round to nearest even as convert_f16.comp), the input of the cooperative-matrix output projection of a
+// batched step, which then needs no conversion dispatch (OpEncoder::f16_target).
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
@@ -84,6 +86,7 @@ layout(binding = 10) readonly buffer Sinks { float sinks[]; };  // [n_heads] whe
 // MERGE: this dispatch's indirect arguments {rows, splits, 1, keys per split}, which the backend writes before each
 // step for the step's longest sequence (OpEncoder::step_split_groups); a stand-in without MERGE (pc.split_keys then).
 layout(binding = 11) readonly buffer SplitArgs { uint split_args[]; };
+layout(binding = 12) writeonly buffer OutF16 { uvec2 o16[]; };  // F16_OUT: 4 halves per uvec2; else a stand-in
 layout(constant_id = 1) const bool MERGE = false;
 layout(constant_id = 2) const bool Q8_OUT = false;
 // Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift for the page
@@ -106,6 +109,7 @@ uint split_keys() { return MERGE ? split_args[3] : pc.split_keys; }
 layout(constant_id = 4) const uint HEADS = 1;
 layout(constant_id = 5) const uint LPK = 32;  // lanes per key slot: LPK * C * 4 >= head_dim, head_dim_v
 layout(constant_id = 6) const uint C = 1;
+layout(constant_id = 7) const bool F16_OUT = false;
 // Per (subgroup, head): the merged (m, l) and output of its slots.
 shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
 shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
@@ -121,6 +125,7 @@ void write_row(uint th, uint t, uint h, vec4 merged) {
   if (tid < DV4) {
     const uint at = th * pc.head_dim_v + 4 * tid;
     o[at] = merged.x, o[at + 1] = merged.y, o[at + 2] = merged.z, o[at + 3] = merged.w;
+    if (F16_OUT) o16[at / 4u] = uvec2(packHalf2x16(merged.xy), packHalf2x16(merged.zw));
   }
   if (!Q8_OUT) return;
   const vec4 a = abs(merged);

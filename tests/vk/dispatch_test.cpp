@@ -271,3 +271,72 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
     check("glu");
   }
 }
+
+// F16_OUT of attention_decode.comp (the f16 input of a batched step's cooperative-matrix output projection, written
+// by the workgroup that writes each row: OpEncoder::f16_target): the f32 rows are the same bits as without it and the
+// f16 copy is them rounded to nearest even (within one ulp). Three sequences of 101, 6 and 64 positions over a paged
+// cache, merged from 4 key splits of 32 and written by one split of 128 (the two paths that write rows).
+TEST_CASE_FIXTURE(VkFixture, "attention_decode with F16_OUT writes the f32 rows unchanged and their f16 copy") {
+  const DeviceInfo& info = ctx().info();
+  if (!info.compute_full_subgroups || (info.subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) == 0) return;
+  const uint32_t tokens = 3, heads = 4, kv_heads = 2, dim = 64, page = 32, pages_per_seq = 4;
+  const uint32_t rows = tokens * heads, cache_rows = tokens * pages_per_seq * page, n = rows * dim;
+  const auto q = greta::test::random_floats(n, 51, -1.f, 1.f);
+  const auto k = greta::test::random_floats(cache_rows * kv_heads * dim, 52, -1.f, 1.f);
+  const auto v = greta::test::random_floats(cache_rows * kv_heads * dim, 53, -2.f, 2.f);
+  const std::vector<int32_t> positions{100, 5, 63}, seq{0, 1, 2};
+  std::vector<int32_t> pages(tokens * pages_per_seq);
+  for (uint32_t i = 0; i < pages.size(); ++i) pages[i] = int32_t(pages.size() - 1 - i);  // not the identity
+  const auto buffer = [&](uint64_t bytes, const char* name) {
+    return alloc().create_buffer(bytes, MemoryUse::device, name);
+  };
+  Buffer bq = buffer(n * 4ull, "q"), bk = buffer(k.size() * 4ull, "k"), bv = buffer(v.size() * 4ull, "v");
+  Buffer bpos = buffer(tokens * 4ull, "positions"), bseq = buffer(tokens * 4ull, "seq");
+  Buffer bpages = buffer(pages.size() * 4ull, "pages"), counters = buffer(rows * 4ull, "counters");
+  Buffer partials = buffer(rows * 4ull * (dim + 2) * 4, "partials"), args = buffer(16, "split args");
+  Buffer plain = buffer(n * 4ull, "plain"), out = buffer(n * 4ull, "out"), half = buffer(n * 2ull, "half");
+  xfer().upload(bq, q);
+  xfer().upload(bk, k);
+  xfer().upload(bv, v);
+  xfer().upload(bpos, positions);
+  xfer().upload(bseq, seq);
+  xfer().upload(bpages, pages);
+  xfer().upload(counters, std::vector<uint32_t>(rows, 0));  // the merging workgroup resets its row's counter
+  const uint32_t sg = info.subgroup_size, lanes = std::min(4u, sg);  // 16 vec4 of head dim: 4 lanes x 4 vec4
+  PipelineOptions options;
+  options.full_subgroups = true;
+  if (info.subgroup_size_control) options.required_subgroup_size = sg;
+  struct Push {
+    uint32_t n_tokens, n_heads, n_kv_heads, head_dim, head_dim_v;
+    float scale;
+    uint32_t split_keys, page_size, pages_per_seq, window, has_sinks;
+  };
+  for (uint32_t keys : {32u, 128u}) {
+    CAPTURE(keys);
+    const uint32_t splits = (101 + keys - 1) / keys;
+    xfer().upload(args, std::vector<uint32_t>{rows, splits, 1, keys});
+    const Push push{tokens, heads, kv_heads, dim, dim, 0.125f, keys, page, pages_per_seq, 0, 0};
+    const auto run = [&](bool f16, Buffer& y) {
+      const auto& p = pipes().get(ShaderId::attention_decode_f32,
+                                  {{0, 4 * sg}, {1, 1}, {2, 0}, {3, page}, {4, 1}, {5, lanes}, {6, 16 / lanes}, {7, f16}},
+                                  options);
+      run_dispatch(ctx(), p,
+                   {bq.span(), bk.span(), bv.span(), bpos.span(), y.span(), partials.span(), counters.span(), y.span(),
+                    bseq.span(), bpages.span(), bq.span(), args.span(), f16 ? half.span() : y.span()},
+                   as_push(push), {rows, splits, 1});
+    };
+    run(false, plain);
+    run(true, out);
+    const auto want = xfer().download<float>(plain, n), got = xfer().download<float>(out, n);
+    const auto h = xfer().download<uint16_t>(half, n);
+    size_t f32_off = 0, f16_off = 0, zeros = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      f32_off += got[i] != want[i];
+      f16_off += std::abs(int(h[i]) - int(fp32_to_fp16(want[i]))) > 1;
+      zeros += want[i] == 0.f;
+    }
+    CHECK(f32_off == 0);
+    CHECK(f16_off == 0);
+    CHECK(zeros == 0);  // every row was written
+  }
+}

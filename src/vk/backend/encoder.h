@@ -310,7 +310,7 @@ struct RopeKvArgs {
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 // With f16_out the norm also writes its output's f16 copy for the GEMMs that read it (OpEncoder::f16_target).
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out = false);
-// The shape a GEMM reads a GLU's product as (tokens x its in_features), for the GLU's f16 copy.
+// The shape a GEMM reads a GLU's (or decode attention's) product as (tokens x its in_features), for its f16 copy.
 struct F16Rows {
   uint64_t rows, cols;
 };
@@ -342,7 +342,9 @@ void encode_rope(OpEncoder& e, const engine::RopeOp& op);
 BufferSpan rope_inv_freq(OpEncoder& e, const engine::RopeOp& op);
 void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
-void encode_attention(OpEncoder& e, const engine::AttentionOp& op);
+// With f16_out the decode kernel that merges the rows also writes the f16 copy the GEMM after it reads
+// (OpEncoder::f16_target); the other paths leave the conversion to the GEMM.
+void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<F16Rows> f16_out = std::nullopt);
 void encode_gather_rows(OpEncoder& e, const engine::GatherRowsOp& op);
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).

@@ -68,7 +68,7 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
 
 }  // namespace
 
-void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
+void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<F16Rows> f16_out) {
   constexpr uint32_t kLocal = 64;  // keys per block; attention.comp covers head_dim_v <= 4 * kLocal
   if (op.head_dim > 512 || op.head_dim_v > 4 * int64_t(kLocal))
     fail("vk: attention with head dim ", op.head_dim, " / ", op.head_dim_v, " is not supported (at most 256)");
@@ -203,6 +203,12 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
     const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.n_tokens,
                                                         .cols = op.n_heads * op.head_dim_v})
                                  : out;  // stand-ins: every declared binding is bound
+    // The f16 copy the cooperative-matrix output projection reads (OpEncoder::f16_target): written by the kernel that
+    // writes the rows, the merging one (H200, batched decode: one conversion stage a layer fewer).
+    const bool f16 = merge && f16_out.has_value();
+    GRETA_CHECK(!f16 || f16_out->rows * f16_out->cols == uint64_t(op.n_tokens * op.n_heads * op.head_dim_v),
+                "f16 attention output of ", f16_out ? f16_out->rows * f16_out->cols : 0, " values");
+    const BufferSpan out16 = f16 ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
     const auto& d = e.pipeline(variant(ShaderId::attention_decode_f32, ShaderId::attention_decode_f32_kvf16,
                                        ShaderId::attention_decode_f32_kvq8),
                                {{0, decode_local},
@@ -211,7 +217,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
                                 {3, uint32_t(op.page_size)},
                                 {4, layout.heads},
                                 {5, layout.lanes_per_key},
-                                {6, layout.vec4_per_lane}},
+                                {6, layout.vec4_per_lane},
+                                {7, f16}},
                                options);
     if (merge) {
       // The backend sizes the splits before each step for its longest sequence (the split size in the 4th word of
@@ -219,14 +226,14 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op) {
       // not 64 workgroups per row that find no keys), and a plan for a long context splits short sequences as finely
       // as a plan for a short one.
       const BufferSpan groups = e.step_split_groups(decode_groups, wanted_splits, uint32_t(splits));
-      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, groups}, as_push(split),
-                          groups, {decode_groups, uint32_t(splits), 1});
+      e.dispatch_indirect(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, groups, out16},
+                          as_push(split), groups, {decode_groups, uint32_t(splits), 1});
       e.note_variant(cat(decode_name, "up to ", splits,
                          " key splits, sized for each step's longest sequence, merged by the last",
-                         q8_out ? "; int8 output" : "", extras, ")"));
+                         q8_out ? "; int8 output" : "", f16 ? "; f16 output for the GEMM" : "", extras, ")"));
       return;
     }
-    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, partials}, as_push(split),
+    e.dispatch(d, {q, k, v, pos, out, partials, counters, q8, seq, pages, sinks, partials, out}, as_push(split),
                {decode_groups, uint32_t(splits), 1});
   } else {
     e.dispatch(p, {q, k, v, pos, out, partials, seq, pages, sinks}, as_push(split), {groups, uint32_t(splits), 1});

@@ -262,8 +262,9 @@ public:
 
   // The shape (tokens x in_features) in which the op after i, a GEMM taking f16 activations, reads all `elems` values
   // of `product` (op i's output), or nothing. Then op i (an rmsnorm: Q after attn_norm, gate after ffn_norm; a GLU:
-  // the down projection) writes the f16 copy itself, and the GEMM's conversion dispatch and its stage go (H200, 8B
-  // batched decode: 4.0-4.5 us each, three per layer); K, V and up reuse the copy.
+  // the down projection; batched decode attention: the output projection) writes the f16 copy itself, and the GEMM's
+  // conversion dispatch and its stage go (H200, 8B batched decode: 4.0-4.5 us each, four per layer); K, V and up
+  // reuse the copy.
   static std::optional<F16Rows> f16_gemm_reads(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
                                                engine::BufferId product, int64_t elems,
                                                const std::vector<engine::PlanOp>& ops, const OpEncoder& e) {
@@ -568,7 +569,9 @@ private:
                 else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
                 else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
                 else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
-                else if constexpr (std::is_same_v<T, engine::AttentionOp>) encode_attention(e, op);
+                else if constexpr (std::is_same_v<T, engine::AttentionOp>)
+                  encode_attention(e, op, f16_gemm_reads(records, range, i, op.out,
+                                                         op.n_tokens * op.n_heads * op.head_dim_v, ops, e));
                 else if constexpr (std::is_same_v<T, engine::GluOp>)
                   encode_glu(e, op, f16_gemm_reads(records, range, i, op.out, op.elems, ops, e));
                 else if constexpr (std::is_same_v<T, engine::GatherRowsOp>) encode_gather_rows(e, op);
