@@ -155,7 +155,8 @@ void merge_splits(uint th, uint t, uint h) {
   // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
   const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
   // Strided: a workgroup of fewer invocations than splits (4 heads on subgroups of 8: 32 invocations) covers them all.
-  for (uint s = tid; s < used; s += gl_WorkGroupSize.x) split_w[s] = partials[row_base + s * row_floats + pc.head_dim_v];
+  for (uint s = tid; s < used; s += gl_WorkGroupSize.x)
+    split_w[s] = partials[row_base + s * row_floats + pc.head_dim_v];
   barrier();
   float big_m = -1.0 / 0.0, den = 0.0;
   for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // the split of the token's own key: finite

@@ -317,9 +317,9 @@ TEST_CASE_FIXTURE(VkFixture, "attention_decode with F16_OUT writes the f32 rows 
     xfer().upload(args, std::vector<uint32_t>{rows, splits, 1, keys});
     const Push push{tokens, heads, kv_heads, dim, dim, 0.125f, keys, page, pages_per_seq, 0, 0};
     const auto run = [&](bool f16, Buffer& y) {
-      const auto& p = pipes().get(ShaderId::attention_decode_f32,
-                                  {{0, 4 * sg}, {1, 1}, {2, 0}, {3, page}, {4, 1}, {5, lanes}, {6, 16 / lanes}, {7, f16}},
-                                  options);
+      const auto& p = pipes().get(
+          ShaderId::attention_decode_f32,
+          {{0, 4 * sg}, {1, 1}, {2, 0}, {3, page}, {4, 1}, {5, lanes}, {6, 16 / lanes}, {7, f16}}, options);
       run_dispatch(ctx(), p,
                    {bq.span(), bk.span(), bv.span(), bpos.span(), y.span(), partials.span(), counters.span(), y.span(),
                     bseq.span(), bpages.span(), bq.span(), args.span(), f16 ? half.span() : y.span()},
