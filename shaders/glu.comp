@@ -8,7 +8,10 @@
 // Grid-stride loop. `out` may alias `gate`.
 // F16_OUT (spec constant 2, count % 4 == 0): 4 elements per invocation, also written as f16 (round to nearest even,
 // as convert_f16.comp) into binding 3: the cooperative-matrix GEMM that reads the product (the down projection) takes
-// that copy and needs no conversion dispatch of its own (OpEncoder::f16_target).
+// that copy and needs no conversion dispatch of its own (OpEncoder::f16_target). Its reads are vec4 (where the
+// partials' strides are whole vec4, as the GEMMs' are): a batched step's GLU adds four partials each to gate and up,
+// ten reads per element, which as 4-byte loads (each warp load touching a quarter of every 16 bytes it spans) made it
+// cost twice the plain GLU.
 // Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
 // outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
 // each element read is gate[i] + part[0][i] + ... in split order, as add_splits.comp adds them, and the sums are
@@ -17,11 +20,16 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint KIND = 0;
 layout(constant_id = 2) const bool F16_OUT = false;
 layout(binding = 0) buffer Gate { float gate[]; };
+layout(binding = 0) buffer Gate4 { vec4 gate4[]; };
 layout(binding = 1) buffer Up { float up[]; };
+layout(binding = 1) buffer Up4 { vec4 up4[]; };
 layout(binding = 2) writeonly buffer Out { float y[]; };
+layout(binding = 2) writeonly buffer Out4 { vec4 y4[]; };
 layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound to `out` again without F16_OUT
 layout(binding = 4) readonly buffer GatePart { float gate_part[]; };  // bound to gate again without partials
+layout(binding = 4) readonly buffer GatePart4 { vec4 gate_part4[]; };
 layout(binding = 5) readonly buffer UpPart { float up_part[]; };      // bound to up again without partials
+layout(binding = 5) readonly buffer UpPart4 { vec4 up_part4[]; };
 layout(push_constant) uniform Push {
   uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride; uint keep_gate;
   uint keep_up;
@@ -55,13 +63,33 @@ float unit(uint i) {
   return act(g, u);
 }
 
+// unit() of elements 4 i .. 4 i + 3 with vec4 reads and writes (the partials' strides are whole vec4).
+vec4 unit4(uint i) {
+  vec4 g = gate4[i], u = up4[i];
+  if (pc.gate_parts > 0u) {
+    for (uint z = 0; z < pc.gate_parts; ++z) g += gate_part4[z * (pc.gate_stride / 4u) + i];
+    if (pc.keep_gate != 0u) gate4[i] = g;
+  }
+  if (pc.up_parts > 0u) {
+    for (uint z = 0; z < pc.up_parts; ++z) u += up_part4[z * (pc.up_stride / 4u) + i];
+    if (pc.keep_up != 0u) up4[i] = u;
+  }
+  return vec4(act(g.x, u.x), act(g.y, u.y), act(g.z, u.z), act(g.w, u.w));
+}
+
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (F16_OUT) {
+    const bool whole_vec4 = (pc.gate_stride & 3u) == 0u && (pc.up_stride & 3u) == 0u;
     for (uint i = gl_GlobalInvocationID.x; i < pc.count / 4u; i += stride) {
       vec4 v;
-      for (uint j = 0; j < 4u; ++j) v[j] = unit(4u * i + j);
-      for (uint j = 0; j < 4u; ++j) y[4u * i + j] = v[j];
+      if (whole_vec4) {
+        v = unit4(i);
+        y4[i] = v;
+      } else {
+        for (uint j = 0; j < 4u; ++j) v[j] = unit(4u * i + j);
+        for (uint j = 0; j < 4u; ++j) y[4u * i + j] = v[j];
+      }
       h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     }
     return;

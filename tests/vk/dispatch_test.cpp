@@ -340,3 +340,47 @@ TEST_CASE_FIXTURE(VkFixture, "attention_decode with F16_OUT writes the f32 rows 
     CHECK(zeros == 0);  // every row was written
   }
 }
+
+// glu.comp's F16_OUT path adding split-K partials (a batched step's gate and up, OpEncoder::take_split_sum): its vec4
+// reads give the same bits as the scalar path, for the product, its f16 copy and the sums written back to gate and up.
+TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K partials as the scalar path does") {
+  const uint32_t n = 5 * 132, stride = n + 12, gate_parts = 2, up_parts = 3;  // strides of whole vec4, not of 64
+  const auto gate = greta::test::random_floats(n, 61, -3.f, 3.f), up = greta::test::random_floats(n, 62, -3.f, 3.f);
+  const auto gp = greta::test::random_floats(gate_parts * stride, 63, -1.f, 1.f);
+  const auto upp = greta::test::random_floats(up_parts * stride, 64, -1.f, 1.f);
+  const auto buffer = [&](uint64_t floats, const char* name) {
+    return alloc().create_buffer(floats * 4, MemoryUse::device, name);
+  };
+  Buffer bg = buffer(n, "gate"), bu = buffer(n, "up"), bgp = buffer(gp.size(), "gate partials");
+  Buffer bup = buffer(upp.size(), "up partials"), out = buffer(n, "out"), half = buffer(n / 2, "half");
+  xfer().upload(bgp, gp);
+  xfer().upload(bup, upp);
+  const struct {
+    uint32_t count;
+    float alpha, limit;
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up;
+  } push{n, 1.702f, 7.f, gate_parts, stride, up_parts, stride, 1, 1};
+  struct Result {
+    std::vector<float> out, gate, up;
+    std::vector<uint16_t> half;
+  };
+  const auto run = [&](bool f16) {
+    xfer().upload(bg, gate);  // the sums are written back: fresh inputs for each run
+    xfer().upload(bu, up);
+    const auto& p = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, 0}, {2, f16}});
+    run_dispatch(ctx(), p, {bg.span(), bu.span(), out.span(), f16 ? half.span() : out.span(), bgp.span(), bup.span()},
+                 as_push(push), {group_count(f16 ? n / 4 : n, 64, 65535), 1, 1});
+    return Result{xfer().download<float>(out, n), xfer().download<float>(bg, n), xfer().download<float>(bu, n),
+                  f16 ? xfer().download<uint16_t>(half, n) : std::vector<uint16_t>{}};
+  };
+  const Result want = run(false), got = run(true);
+  size_t off = 0, f16_off = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    off += got.out[i] != want.out[i] || got.gate[i] != want.gate[i] || got.up[i] != want.up[i];
+    f16_off += std::abs(int(got.half[i]) - int(fp32_to_fp16(want.out[i]))) > 1;
+  }
+  CHECK(off == 0);
+  CHECK(f16_off == 0);
+  CHECK(want.gate[3] == doctest::Approx(gate[3] + gp[3] + gp[stride + 3]));  // the partials were added
+  CHECK(want.up[5] == doctest::Approx(up[5] + upp[5] + upp[stride + 5] + upp[2 * stride + 5]));
+}
