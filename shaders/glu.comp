@@ -8,10 +8,10 @@
 // Grid-stride loop. `out` may alias `gate`.
 // F16_OUT (spec constant 2, count % 4 == 0): 4 elements per invocation, also written as f16 (round to nearest even,
 // as convert_f16.comp) into binding 3: the cooperative-matrix GEMM that reads the product (the down projection) takes
-// that copy and needs no conversion dispatch of its own (OpEncoder::f16_target). Its reads are vec4 (where the
-// partials' strides are whole vec4, as the GEMMs' are): a batched step's GLU adds four partials each to gate and up,
-// ten reads per element, which as 4-byte loads (each warp load touching a quarter of every 16 bytes it spans) made it
-// cost twice the plain GLU.
+// that copy and needs no conversion dispatch of its own (OpEncoder::f16_target). Its reads are vec4: a batched
+// step's GLU adds four partials each to gate and up, ten reads per element, which as 4-byte loads (each warp load
+// touching a quarter of every 16 bytes it spans) made it cost twice the plain GLU. The GEMMs' partial strides are
+// whole vec4 (multiples of 64 floats; the host checks).
 // Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
 // outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
 // each element read is gate[i] + part[0][i] + ... in split order, as add_splits.comp adds them, and the sums are
@@ -63,7 +63,7 @@ float unit(uint i) {
   return act(g, u);
 }
 
-// unit() of elements 4 i .. 4 i + 3 with vec4 reads and writes (the partials' strides are whole vec4).
+// unit() of elements 4 i .. 4 i + 3 with vec4 reads and writes.
 vec4 unit4(uint i) {
   vec4 g = gate4[i], u = up4[i];
   if (pc.gate_parts > 0u) {
@@ -80,16 +80,9 @@ vec4 unit4(uint i) {
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
   if (F16_OUT) {
-    const bool whole_vec4 = (pc.gate_stride & 3u) == 0u && (pc.up_stride & 3u) == 0u;
     for (uint i = gl_GlobalInvocationID.x; i < pc.count / 4u; i += stride) {
-      vec4 v;
-      if (whole_vec4) {
-        v = unit4(i);
-        y4[i] = v;
-      } else {
-        for (uint j = 0; j < 4u; ++j) v[j] = unit(4u * i + j);
-        for (uint j = 0; j < 4u; ++j) y[4u * i + j] = v[j];
-      }
+      const vec4 v = unit4(i);
+      y4[i] = v;
       h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
     }
     return;

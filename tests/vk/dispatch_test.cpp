@@ -2,6 +2,7 @@
 // subgroup size control and dispatch argument checks.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -210,6 +211,21 @@ TEST_CASE_FIXTURE(VkFixture, "dispatch arguments are checked against the shader 
   CHECK_THROWS_WITH_AS(seq.submit(), doctest::Contains("before it was recorded"), greta::Error);
 }
 
+// An F16_OUT kernel's outputs against the plain kernel's `want`: f32 values that differ in any bit, and f16 copies
+// more than one ulp from `want` rounded to nearest even (a device may round its own way).
+struct F16OutMismatch {
+  size_t f32 = 0, f16 = 0;
+};
+F16OutMismatch f16_out_mismatch(const std::vector<float>& want, const std::vector<float>& got,
+                                const std::vector<uint16_t>& half) {
+  F16OutMismatch m;
+  for (size_t i = 0; i < want.size(); ++i) {
+    m.f32 += got[i] != want[i];
+    m.f16 += std::abs(int(half[i]) - int(fp32_to_fp16(want[i]))) > 1;
+  }
+  return m;
+}
+
 // F16_OUT of rmsnorm.comp and glu.comp (the f16 activations of the cooperative-matrix GEMM that reads their output,
 // made beside it: OpEncoder::f16_target): the f32 output is the same bits as without it, and the f16 copy is that
 // output rounded to nearest even (within one ulp, as a device may round its own way). Odd row counts and widths.
@@ -231,14 +247,9 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
     CAPTURE(what);
     const auto want = xfer().download<float>(plain, n);
     const auto got = xfer().download<float>(out, n);
-    const auto h = xfer().download<uint16_t>(half, n);
-    size_t f32_off = 0, f16_off = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      f32_off += got[i] != want[i];
-      f16_off += std::abs(int(h[i]) - int(fp32_to_fp16(want[i]))) > 1;
-    }
-    CHECK(f32_off == 0);
-    CHECK(f16_off == 0);
+    const F16OutMismatch off = f16_out_mismatch(want, got, xfer().download<uint16_t>(half, n));
+    CHECK(off.f32 == 0);
+    CHECK(off.f16 == 0);
     CHECK(std::abs(want[7]) > 0.f);  // not a run that wrote nothing
   };
   // No split-K partials (parts 0): binding 4 is bound to the input again, as the backend does.
@@ -328,16 +339,10 @@ TEST_CASE_FIXTURE(VkFixture, "attention_decode with F16_OUT writes the f32 rows 
     run(false, plain);
     run(true, out);
     const auto want = xfer().download<float>(plain, n), got = xfer().download<float>(out, n);
-    const auto h = xfer().download<uint16_t>(half, n);
-    size_t f32_off = 0, f16_off = 0, zeros = 0;
-    for (uint32_t i = 0; i < n; ++i) {
-      f32_off += got[i] != want[i];
-      f16_off += std::abs(int(h[i]) - int(fp32_to_fp16(want[i]))) > 1;
-      zeros += want[i] == 0.f;
-    }
-    CHECK(f32_off == 0);
-    CHECK(f16_off == 0);
-    CHECK(zeros == 0);  // every row was written
+    const F16OutMismatch off = f16_out_mismatch(want, got, xfer().download<uint16_t>(half, n));
+    CHECK(off.f32 == 0);
+    CHECK(off.f16 == 0);
+    CHECK(std::count(want.begin(), want.end(), 0.f) == 0);  // every row was written
   }
 }
 
@@ -374,13 +379,11 @@ TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K part
                   f16 ? xfer().download<uint16_t>(half, n) : std::vector<uint16_t>{}};
   };
   const Result want = run(false), got = run(true);
-  size_t off = 0, f16_off = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    off += got.out[i] != want.out[i] || got.gate[i] != want.gate[i] || got.up[i] != want.up[i];
-    f16_off += std::abs(int(got.half[i]) - int(fp32_to_fp16(want.out[i]))) > 1;
-  }
-  CHECK(off == 0);
-  CHECK(f16_off == 0);
+  const F16OutMismatch off = f16_out_mismatch(want.out, got.out, got.half);
+  CHECK(off.f32 == 0);
+  CHECK(off.f16 == 0);
+  CHECK(got.gate == want.gate);  // the sums written back
+  CHECK(got.up == want.up);
   CHECK(want.gate[3] == doctest::Approx(gate[3] + gp[3] + gp[stride + 3]));  // the partials were added
   CHECK(want.up[5] == doctest::Approx(up[5] + upp[5] + upp[stride + 5] + upp[2 * stride + 5]));
 }

@@ -16,6 +16,9 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f1
   const uint32_t kind = uint32_t(op.kind);  // glu.comp's KIND: GluKind's order
   GRETA_CHECK(!f16_out || (f16_out->rows * f16_out->cols == uint64_t(op.elems) && op.elems % 4 == 0),
               "f16 glu output of ", op.elems, " values");
+  // The f16-output path reads the partials as vec4 (glu.comp): the GEMMs' strides are multiples of 64 floats.
+  GRETA_CHECK(!f16_out || (gate_parts.stride % 4 == 0 && up_parts.stride % 4 == 0), "glu partial strides ",
+              gate_parts.stride, " / ", up_parts.stride);
   // With f16_out the GLU also writes the f16 copy the cooperative-matrix GEMM after it reads (f16_target).
   const BufferSpan out = e.buffer(op.out);
   const BufferSpan out16 = f16_out ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
