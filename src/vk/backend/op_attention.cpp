@@ -180,8 +180,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   // from 0.56 / 0.73 / 1.53 / 4.83 to 0.46 / 0.59 / 1.37 / 4.82; 256 lost at 4 sequences (0.63). A batched decode
   // step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at 64 sequences of ~600
   // positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little more than its setup
-  // and the merge). Sized here for the plan's context (the partials); with MERGE the backend
-  // sizes them again before each step for the step's longest sequence (step_key_splits).
+  // and the merge). Sized here for the plan's context (the partials); with MERGE the backend sizes them again before
+  // each step for the step's longest sequence (step_key_splits).
   constexpr int64_t kDecodeTargetGroups = 512;
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
   const uint32_t wanted_splits =
