@@ -12,6 +12,9 @@
 // step's GLU adds four partials each to gate and up, ten reads per element, which as 4-byte loads (each warp load
 // touching a quarter of every 16 bytes it spans) made it cost twice the plain GLU. The GEMMs' partial strides are
 // whole vec4 (multiples of 64 floats; the host checks).
+// WITH_Q8_OUT (the glu_f32_q8 variant: subgroup shuffles; rows of pc.cols % 32 == 0 elements, workgroups of whole
+// subgroups of at least 8): the vec4 path also writes the product as int8 per 32 elements into binding 6 in quantize_q8.comp's layout
+// (q8_rows.glsl), the input of the int8 GEMM that reads it (matmul_coopmat_q8.comp; OpEncoder::q8_target).
 // Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
 // outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
 // each element read is gate[i] + part[0][i] + ... in split order, as add_splits.comp adds them, and the sums are
@@ -32,11 +35,20 @@ layout(binding = 5) readonly buffer UpPart { float up_part[]; };      // bound t
 layout(binding = 5) readonly buffer UpPart4 { vec4 up_part4[]; };
 layout(push_constant) uniform Push {
   uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride; uint keep_gate;
-  uint keep_up;
+  uint keep_up; uint cols;  // cols: the row width, for Q8_OUT
 } pc;
 
 #extension GL_GOOGLE_include_directive : require
 #include "glu.glsl"
+#if defined(WITH_Q8_OUT)
+#extension GL_KHR_shader_subgroup_shuffle : require
+#define Q8_FROM_LANES
+#include "q8_rows.glsl"
+layout(binding = 6) writeonly buffer Q8 { uint q8[]; };
+const bool Q8_OUT = true;
+#else
+const bool Q8_OUT = false;
+#endif
 
 float act(float g, float u) {
   if (KIND == 1u) {
@@ -79,11 +91,19 @@ vec4 unit4(uint i) {
 
 void main() {
   const uint stride = gl_NumWorkGroups.x * gl_WorkGroupSize.x;
-  if (F16_OUT) {
+  if (F16_OUT || Q8_OUT) {
     for (uint i = gl_GlobalInvocationID.x; i < pc.count / 4u; i += stride) {
       const vec4 v = unit4(i);
       y4[i] = v;
-      h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+      if (F16_OUT) h[i] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+#if defined(WITH_Q8_OUT)
+      {
+        const uint row = i / (pc.cols / 4u), g = i % (pc.cols / 4u), q_base = q8_row_base(row, pc.cols);
+        const float m = q8_block_max8(v);
+        q8[q_base + g] = q8_pack(v, m);
+        if ((g & 7u) == 0u) q8[q_base + q8_scale_word(pc.cols, g)] = q8_scale_bits(m);
+      }
+#endif
     }
     return;
   }

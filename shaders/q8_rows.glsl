@@ -16,3 +16,16 @@ uint q8_pack(vec4 a, float block_max) {
 }
 // The block's scale d, as stored.
 uint q8_scale_bits(float block_max) { return floatBitsToUint(block_max / 127.0); }
+
+#if defined(Q8_FROM_LANES)
+// The largest magnitude of a 32-element block held as one vec4 by each of 8 consecutive invocations of a subgroup
+// (the first at a multiple of 8, all 8 active): the writers of a copy made beside an f32 output (rmsnorm.comp and
+// glu.comp with Q8_OUT), whose invocation g holds elements 4g .. 4g + 3. Needs GL_KHR_shader_subgroup_shuffle.
+float q8_block_max8(vec4 v) {
+  const vec4 a = abs(v);
+  float m = max(max(a.x, a.y), max(a.z, a.w));
+  m = max(m, subgroupShuffleXor(m, 1u));
+  m = max(m, subgroupShuffleXor(m, 2u));
+  return max(m, subgroupShuffleXor(m, 4u));
+}
+#endif

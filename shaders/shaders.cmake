@@ -30,6 +30,7 @@ greta_add_shader(attention_f32_kvf16 attention.comp DEFINES CACHE_F16)
 greta_add_shader(attention_f32_kvq8 attention.comp DEFINES CACHE_Q8)
 greta_add_shader(gather_rows_f32 gather_rows.comp)
 greta_add_shader(glu_f32 glu.comp)
+greta_add_shader(glu_f32_q8 glu.comp DEFINES WITH_Q8_OUT)  # also writes the int8 GEMM's input (subgroup shuffles)
 greta_add_shader(add_inplace_f32 add_inplace.comp)
 greta_add_shader(add_splits_f32 add_splits.comp)
 greta_add_shader(add_bias_f32 add_bias.comp)
@@ -45,6 +46,13 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
   greta_add_shader(matmul_tiled_${t} matmul_tiled.comp DEFINES WTYPE_${T})
   greta_add_shader(matmul_coopmat_${t} matmul_coopmat.comp DEFINES WTYPE_${T} REQUIRES coopmat)
   greta_add_shader(matmul_coopmat_x16_${t} matmul_coopmat.comp DEFINES WTYPE_${T} X_F16 REQUIRES coopmat)
+endforeach()
+
+# Batched decode steps (5-64 tokens) on int8 cooperative matrices with int8 activations (quantize_q8.comp's rows):
+# the types whose scales are per 32 elements (op_matmul.cpp: matmul_coopmat_q8).
+foreach(t q4_0 q4_k)
+  string(TOUPPER "${t}" T)
+  greta_add_shader(matmul_coopmat_q8_${t} matmul_coopmat_q8.comp DEFINES WTYPE_${T} REQUIRES coopmat intdot)
 endforeach()
 
 # Mixture of experts (src/vk/backend/op_moe.cpp): routing, the weighted sum, and the expert matmuls per weight type:

@@ -252,24 +252,25 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
     CHECK(off.f16 == 0);
     CHECK(std::abs(want[7]) > 0.f);  // not a run that wrote nothing
   };
-  // No split-K partials (parts 0): binding 4 is bound to the input again, as the backend does.
+  // No split-K partials (parts 0): binding 4 is bound to the input again, and binding 5 (Q8_OUT) to the output, as
+  // the backend does.
   const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } norm_push{
       0, rows, width, 1e-5f, 0, 0};
   for (uint32_t local : {32u, 64u, 256u}) {
     CAPTURE(local);
     const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}});
     const auto& norm16 = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 1}});
-    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span(), bx.span()}, as_push(norm_push),
-                 {rows, 1, 1});
-    run_dispatch(ctx(), norm16, {bx.span(), bw.span(), out.span(), half.span(), bx.span()}, as_push(norm_push),
-                 {rows, 1, 1});
+    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span(), bx.span(), plain.span()},
+                 as_push(norm_push), {rows, 1, 1});
+    run_dispatch(ctx(), norm16, {bx.span(), bw.span(), out.span(), half.span(), bx.span(), out.span()},
+                 as_push(norm_push), {rows, 1, 1});
     check("rmsnorm");
   }
   const struct {
     uint32_t count;
     float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up;
-  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0};
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
+  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, 0};
   for (uint32_t kind : {0u, 1u, 2u}) {
     CAPTURE(kind);
     const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
@@ -363,8 +364,8 @@ TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K part
   const struct {
     uint32_t count;
     float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up;
-  } push{n, 1.702f, 7.f, gate_parts, stride, up_parts, stride, 1, 1};
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
+  } push{n, 1.702f, 7.f, gate_parts, stride, up_parts, stride, 1, 1, 0};
   struct Result {
     std::vector<float> out, gate, up;
     std::vector<uint16_t> half;
@@ -386,4 +387,70 @@ TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K part
   CHECK(got.up == want.up);
   CHECK(want.gate[3] == doctest::Approx(gate[3] + gp[3] + gp[stride + 3]));  // the partials were added
   CHECK(want.up[5] == doctest::Approx(up[5] + upp[5] + upp[stride + 5] + upp[2 * stride + 5]));
+}
+
+// Q8_OUT of rmsnorm.comp and glu.comp (glu_f32_q8): the int8 input of the int8 cooperative-matrix GEMMs that read
+// their output (matmul_coopmat_q8.comp), made beside it (OpEncoder::q8_target). The f32 output is the same bits as
+// without it and the int8 rows are word for word what quantize_q8.comp makes of that output: the codes and the f32
+// scale of every 32-element block. 5 rows of 160 (5 blocks each), with F16_OUT at the same time for the norm.
+TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows quantize_q8 makes of their output") {
+  const uint32_t rows = 5, width = 160, n = rows * width, q8_words = n / 32 * 9;
+  const auto x = greta::test::random_floats(n, 71, -3.f, 3.f);
+  const auto w = greta::test::random_floats(width, 72, 0.5f, 1.5f);
+  const auto up = greta::test::random_floats(n, 73, -3.f, 3.f);
+  const auto buffer = [&](uint64_t bytes, const char* name) {
+    return alloc().create_buffer(bytes, MemoryUse::device, name);
+  };
+  Buffer bx = buffer(n * 4ull, "x"), bw = buffer(width * 4ull, "w"), bu = buffer(n * 4ull, "up");
+  Buffer plain = buffer(n * 4ull, "plain"), out = buffer(n * 4ull, "out"), half = buffer(n * 2ull, "half");
+  Buffer want_q8 = buffer(q8_words * 4ull, "want q8"), got_q8 = buffer(q8_words * 4ull, "got q8");
+  xfer().upload(bx, x);
+  xfer().upload(bw, w);
+  xfer().upload(bu, up);
+  PipelineOptions full;
+  full.full_subgroups = ctx().info().compute_full_subgroups;
+  const auto check = [&](const char* what) {
+    CAPTURE(what);
+    // The quantizer's plain input: the kernel's f32 output as made without Q8_OUT.
+    const struct { uint32_t cols, rows, x_row0; float eps; } qpush{width, rows, 0, 0.f};
+    const auto& quantize = pipes().get(ShaderId::quantize_q8, {{0, 64}, {1, 0}});
+    xfer().upload(want_q8, std::vector<uint32_t>(q8_words, 0xdeadbeefu));
+    run_dispatch(ctx(), quantize, {plain.span(), plain.span(), want_q8.span()}, as_push(qpush), {rows, 1, 1});
+    const auto want = xfer().download<float>(plain, n), got = xfer().download<float>(out, n);
+    CHECK(got == want);
+    const auto want_words = xfer().download<uint32_t>(want_q8, q8_words);
+    const auto got_words = xfer().download<uint32_t>(got_q8, q8_words);
+    CHECK(got_words == want_words);
+    CHECK(want_words[3] != 0u);  // codes were written
+    CHECK(std::abs(want[7]) > 0.f);
+  };
+  const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } norm_push{
+      0, rows, width, 1e-5f, 0, 0};
+  for (uint32_t local : {32u, 64u, 256u}) {
+    CAPTURE(local);
+    const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}, {2, 0}});
+    const auto& norm_q8 = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 1}, {2, 1}}, full);
+    run_dispatch(ctx(), norm, {bx.span(), bw.span(), plain.span(), plain.span(), bx.span(), plain.span()},
+                 as_push(norm_push), {rows, 1, 1});
+    xfer().upload(got_q8, std::vector<uint32_t>(q8_words, 0u));
+    run_dispatch(ctx(), norm_q8, {bx.span(), bw.span(), out.span(), half.span(), bx.span(), got_q8.span()},
+                 as_push(norm_push), {rows, 1, 1});
+    check("rmsnorm");
+  }
+  const struct {
+    uint32_t count;
+    float alpha, limit;
+    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
+  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, width};
+  for (uint32_t kind : {0u, 2u}) {
+    CAPTURE(kind);
+    const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
+    const auto& glu_q8 = pipes().get(ShaderId::glu_f32_q8, {{0, 64}, {1, kind}, {2, 0}}, full);
+    run_dispatch(ctx(), glu, {bx.span(), bu.span(), plain.span(), plain.span(), bx.span(), bu.span()},
+                 as_push(glu_push), {group_count(n, 64, 65535), 1, 1});
+    xfer().upload(got_q8, std::vector<uint32_t>(q8_words, 0u));
+    run_dispatch(ctx(), glu_q8, {bx.span(), bu.span(), out.span(), out.span(), bx.span(), bu.span(), got_q8.span()},
+                 as_push(glu_push), {group_count(n / 4, 64, 65535), 1, 1});
+    check("glu");
+  }
 }

@@ -439,6 +439,57 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
           }
 }
 
+// The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0 and Q4_K on int8 activations;
+// H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of 16 (5, 33)
+// and whole ones (16; 64 on forced tiles, past the automatic choice's 32 or 16), rows that leave partial tiles (101, 165), a row length of 256 and one of 1280 (10 K steps
+// of 128: uneven splits), with and without the fused residual add, on the automatic tile and split, forced splits (1,
+// 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4 fragments; K steps of 256).
+TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial tiles, splits, tiles, residual") {
+  uint32_t seed = 1700;
+  if (!device_has_coopmat()) {
+    MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
+    return;
+  }
+  {
+    auto vk = vk_backend(vk::MatmulKernel::coopmat);
+    uint32_t probe_seed = seed;
+    auto [c, out] = test::matmul_case(GgmlType::Q4_K, 16, 256, probe_seed);
+    auto prepared = c.load_and_prepare(*vk);
+    if (!has(vk::describe_kernels(*prepared), "matmul_coopmat_q8")) {
+      MESSAGE("no int8 cooperative-matrix GEMM on this device: nothing to test");
+      return;
+    }
+  }
+  struct Variant {
+    const char* tile;   // GRETA_VK_GEMM_Q8 (nullptr: the automatic tile)
+    const char* split;  // GRETA_VK_GEMM_SPLIT (nullptr: the automatic split)
+  };
+  const Variant variants[] = {{nullptr, nullptr}, {nullptr, "1"}, {nullptr, "3"}, {"1x2x2x128", nullptr},
+                              {"1x2x1x128", "2"}, {"4x1x2x128", nullptr}, {"1x1x2x256", "3"}};
+  for (const Variant& v : variants)
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K})
+      for (int64_t n : {int64_t(5), int64_t(16), int64_t(33), int64_t(64)})
+        for (int64_t cols : {int64_t(256), int64_t(1280)}) {
+          if (v.tile && cols == 256 && n != 33) continue;  // the forced tiles on the long rows, and one short case
+          // The automatic choice takes it up to 32 tokens for Q4_0, 16 for Q4_K.
+          if (!v.tile && n > (type == GgmlType::Q4_0 ? 32 : 16)) continue;
+          const bool residual = n == 33;
+          const int64_t rows = n == 16 ? 165 : 101;
+          const std::string type_name = model::type_name(type);
+          CAPTURE(v.tile ? v.tile : "auto");
+          CAPTURE(v.split ? v.split : "auto");
+          CAPTURE(type_name);
+          CAPTURE(n);
+          CAPTURE(cols);
+          const vk::test::ScopedEnv tile_env("GRETA_VK_GEMM_Q8", v.tile);
+          const vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", v.split);
+          const std::string kernels = matmul_kernels(type, n, cols, rows, residual, vk::MatmulKernel::coopmat, seed);
+          CHECK_MESSAGE(has(kernels, "matmul_coopmat_q8"), kernels);
+          if (v.split && std::string_view(v.split) != "1" && cols == 1280)
+            CHECK_MESSAGE(has(kernels, cat("split-K ", v.split).c_str()), kernels);
+        }
+}
+
 // The decode fusions (src/vk/backend/fusion.h): each fused kernel against the CPU running the unfused ops, and the
 // kernel list proving the fused kernel ran (and that prefill-sized steps stay unfused).
 

@@ -179,7 +179,7 @@ Result OpBench::run(const OpSpec& spec) {
   r.nmse = den > 0 ? num / den : num;
   const bool f16_operands = r.kernel.find("coopmat") != std::string::npos || r.kernel.find("mma") != std::string::npos;
   double limit = f16_operands ? std::max(spec.nmse_limit, kF16OperandsNmse) : spec.nmse_limit;
-  if (r.kernel.find("matvec_q8") != std::string::npos) limit = std::max(limit, kInt8ActivationsNmse);
+  if (r.kernel.find("matvec_q8") != std::string::npos || r.kernel.find("coopmat_q8") != std::string::npos) limit = std::max(limit, kInt8ActivationsNmse);
   if (!(r.nmse <= limit))
     fail(spec.shape, " ", spec.type, " ", r.kernel, ": NMSE ", number(r.nmse, "%.3g"), " against the CPU exceeds ",
          number(limit, "%.0e"), " (checked ", r.checked, "); not timing it");

@@ -308,16 +308,22 @@ struct RopeKvArgs {
 };
 
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
-// With f16_out the norm also writes its output's f16 copy for the GEMMs that read it (OpEncoder::f16_target).
-void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out = false);
-// The shape a GEMM reads a GLU's (or decode attention's) product as (tokens x its in_features), for its f16 copy.
+// With f16_out the norm also writes its output's f16 copy for the GEMMs that read it (OpEncoder::f16_target), with
+// q8_out its int8 copy (OpEncoder::q8_target).
+void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out = false, bool q8_out = false);
+// The shape a GEMM reads a GLU's (or decode attention's) product as (tokens x its in_features), for its f16 or int8
+// copy.
 struct F16Rows {
   uint64_t rows, cols;
 };
-// Every GluKind (glu.comp); with f16_out it also writes the f16 copy the GEMM after it reads (OpEncoder::f16_target).
-void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out = std::nullopt);
+// Every GluKind (glu.comp); with f16_out it also writes the f16 copy the GEMM after it reads (OpEncoder::f16_target),
+// with q8_out the int8 copy (OpEncoder::q8_target).
+void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out = std::nullopt,
+                std::optional<F16Rows> q8_out = std::nullopt);
 // The matmul would run on the cooperative-matrix GEMM with f16 activations (OpEncoder::f16_copy of its input).
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op);
+// The matmul would run on the int8 cooperative-matrix GEMM (OpEncoder::q8_copy of its plain input).
+bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op);
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
@@ -388,10 +394,19 @@ bool moe_combine_makes(const engine::MoeCombineOp& op, const Q8Source& next);
 
 // The per-type variant of a weight-reading kernel family (weight_shaders.cpp). Throws greta::Error naming the type
 // when the family has no variant for it.
-enum class WeightKernel { embed, matvec, matvec_block, matvec_q8, matmul_tiled, matmul_coopmat, matmul_coopmat_x16 };
+enum class WeightKernel {
+  embed,
+  matvec,
+  matvec_block,
+  matvec_q8,
+  matmul_tiled,
+  matmul_coopmat,
+  matmul_coopmat_x16,
+  matmul_coopmat_q8,
+};
 ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
-// Whether the family has a variant for the type (matvec_block, matvec_q8: the quantized types only; matvec_q8 also
-// needs a glslang with GL_EXT_integer_dot_product at build time).
+// Whether the family has a variant for the type (matvec_block, matvec_q8: the quantized types only; matvec_q8 and
+// matmul_coopmat_q8 (Q4_0, Q4_K) also need a glslang with GL_EXT_integer_dot_product at build time).
 bool has_weight_shader(WeightKernel kernel, model::GgmlType type);
 
 // Plan-level push constants are 32-bit: sizes beyond that are refused with the op's name.

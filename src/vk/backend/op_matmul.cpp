@@ -196,6 +196,52 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
   return uint32_t(s[0] - '0');
 }
 
+// matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0 or Q4_K weights:
+// the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
+// not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, int8 activations (the decode matvecs'
+// option), K % 128 == 0 and workgroups of 4 subgroups.
+// Up to 32 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
+// q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
+// 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; 64 tokens on the tiles that fit 48 KiB: 103.6 / 106.6 -> 92.3 / 107.7).
+int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 32 : 16; }
+
+struct Q8GemmTile {
+  uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
+};
+
+// GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK forces a tile (measurements; up to 64 tokens).
+std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type, const engine::MatMulOp& op) {
+  const char* v = std::getenv("GRETA_VK_GEMM_Q8");
+  if (v && std::string_view(v) == "0") return std::nullopt;
+  const bool forced = v && *v;
+  // A tile forced for the f16 GEMM (GRETA_VK_COOPMAT_TILE, greta-vk tune's candidates) asks for that kernel.
+  if (e.matmul_tuning().forced || tile_from_env(GemmKernel::coopmat, e.info())) return std::nullopt;
+  if (!e.q8_matvec() || op.n_tokens > (forced ? 64 : q8_gemm_max_tokens(type)) || op.in_features % 128 != 0 ||
+      !has_weight_shader(WeightKernel::matmul_coopmat_q8, type) ||
+      !e.info().supports_coopmat(16, 16, 32, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_SINT32_KHR))
+    return std::nullopt;
+  // One subgroup's 16 x 16 block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
+  // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
+  // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md).
+  Q8GemmTile t;
+  t.fm = uint32_t((op.n_tokens + 15) / 16);
+  if (forced && std::sscanf(v, "%ux%ux%ux%u", &t.fm, &t.fn, &t.wn, &t.bk) != 4)
+    fail("GRETA_VK_GEMM_Q8=", v, ": expected 0 or FMxFNxWNxBK");
+  const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
+  const uint32_t blocks = t.bk / 32;
+  // The shader's limits: at most 8 W items and 4 X items per invocation, a header per invocation (BN <= WG).
+  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + 2ull * blocks * (bn + bm) * 4 +
+                          2ull * 16 * (bn + bm) * 2 + uint64_t(t.wn) * 1024;
+  const bool valid = t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) &&
+                     bn <= wg && uint64_t(bn) * blocks <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
+                     wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
+  if (!valid) {
+    if (forced) fail("GRETA_VK_GEMM_Q8=", v, ": not a tile this device can run");
+    return std::nullopt;
+  }
+  return t;
+}
+
 }  // namespace
 
 uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info) {
@@ -237,8 +283,45 @@ MatmulKernel matmul_path(const OpEncoder& e, const engine::MatMulOp& op) {
 
 }  // namespace
 
+namespace {
+
+// A batched step's GEMM on int8 cooperative matrices: X quantized once per input (OpEncoder::q8_copy, shared by Q, K
+// and V), split-K as the f16 GEMM's rule (coopmat_split) over K steps of the tile's BK.
+void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, const Q8GemmTile& t) {
+  const DeviceWeight& w = e.weight(op.weight);
+  const MatmulPush push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.rows, "rows"),
+                        to_u32(op.in_features, "in features"), 0, to_u32(op.out_features, "out features"),
+                        to_u32(op.n_tokens, "tokens")};
+  const BufferSpan x = e.q8_copy(Q8Source{.x = op.in, .rows = op.n_tokens, .cols = op.in_features});
+  const BufferSpan out = e.buffer(op.out);
+  const uint32_t sg = e.info().subgroup_size, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
+  const std::array<uint32_t, 2> grid{(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm};
+  const uint32_t k_steps = push.cols / t.bk;
+  uint32_t split = coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens);
+  const uint32_t per_split = (k_steps + split - 1) / split;
+  split = (k_steps + per_split - 1) / per_split;  // every split non-empty
+  const SplitK sk = split_k(e, split, push, out);
+  PipelineOptions options;
+  options.full_subgroups = e.info().compute_full_subgroups;
+  if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
+  const ShaderId id = weight_shader(WeightKernel::matmul_coopmat_q8, w.type);
+  const auto& p = e.pipeline(
+      id, {{0, t.wn * sg}, {1, t.fm}, {2, t.fn}, {3, t.wn}, {5, accumulate}, {6, t.bk}, {10, split}}, options);
+  e.dispatch(p, {w.matrix.chunk(0).span(), x, out, sk.partials}, as_push(push), {grid[0], grid[1], split});
+  e.note_variant(cat(shader_blob(id).name, " ", bm, "x", bn, "x", t.bk, split > 1 ? cat(" split-K ", split) : ""));
+  add_partials(e, sk, op.out, out);
+  if (accumulate) e.note_variant("fused residual add (y += W x)");
+}
+
+}  // namespace
+
+bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op) {
+  return matmul_path(e, op) == MatmulKernel::coopmat && e.weight(op.weight).matrix.chunk_count() == 1 &&
+         q8_gemm_tile(e, e.weight(op.weight).type, op).has_value();
+}
+
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op) {
-  return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations();
+  return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations() && !matmul_takes_q8_input(e, op);
 }
 
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
@@ -253,6 +336,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   const MatmulTile& tile = chosen.tile;
 
   const BufferSpan in = e.buffer(op.in), out = e.buffer(op.out);
+  if (matmul_takes_q8_input(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_gemm_tile(e, w.type, op));
   std::optional<BufferSpan> x16_input;
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const MatmulPush push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),

@@ -8,7 +8,7 @@
 
 namespace greta::vk {
 
-void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out) {
+void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out, bool q8_out) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.rows == 1 && w.cols == op.width, w.name);
   // The input's split-K partials when the backend handed them to the norm (OpEncoder::take_split_sum).
@@ -26,14 +26,21 @@ void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out) {
   if (op.rows <= 64 && op.width >= 1024)  // the reduction needs a power of two
     local = std::bit_floor(std::min<uint32_t>(std::min<uint32_t>(1024, e.info().max_workgroup_invocations),
                                               std::max<uint32_t>(256, uint32_t(op.width / 4))));
-  // With f16_out the norm also writes the f16 copy the cooperative-matrix GEMMs after it read (f16_target).
+  // With f16_out the norm also writes the f16 copy the cooperative-matrix GEMMs after it read (f16_target), with
+  // q8_out the int8 copy the int8 GEMMs read (q8_target; 8 invocations per 32-element block).
   GRETA_CHECK(!f16_out || op.width % 4 == 0, "f16 rmsnorm output of width ", op.width);
+  GRETA_CHECK(!q8_out || (op.width % 32 == 0 && local % 8 == 0 && e.info().subgroup_size >= 8),
+              "int8 rmsnorm output of width ", op.width);
   const BufferSpan out = e.buffer(op.out);
   const BufferSpan out16 = f16_out ? e.f16_target(op.out, uint64_t(op.rows), uint64_t(op.width)) : out;
-  const auto& p = e.pipeline(ShaderId::rmsnorm_f32, {{0, local}, {1, f16_out}});
-  e.dispatch(p, {in, w.vector.span(), out, out16, parts.count ? parts.partials : in}, as_push(push),
+  const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.rows, .cols = op.width}) : out;
+  PipelineOptions options;
+  if (q8_out) options.full_subgroups = e.info().compute_full_subgroups;
+  const auto& p = e.pipeline(ShaderId::rmsnorm_f32, {{0, local}, {1, f16_out}, {2, q8_out}}, options);
+  e.dispatch(p, {in, w.vector.span(), out, out16, parts.count ? parts.partials : in, q8}, as_push(push),
              {std::min<uint32_t>(push.rows, e.info().max_workgroup_count[0]), 1, 1});
-  e.note_variant(f16_out ? "rmsnorm_f32 (and its f16 copy for the GEMMs)" : "rmsnorm_f32");
+  e.note_variant(cat("rmsnorm_f32", f16_out ? " (and its f16 copy for the GEMMs)" : "",
+                     q8_out ? " (and its int8 copy for the GEMMs)" : ""));
   if (parts.count) e.note_variant("adds its input's split-K partials");
 }
 

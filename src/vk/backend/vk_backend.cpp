@@ -260,22 +260,31 @@ public:
     return std::nullopt;
   }
 
-  // The shape (tokens x in_features) in which the op after i, a GEMM taking f16 activations, reads all `elems` values
-  // of `product` (op i's output), or nothing. Then op i (an rmsnorm: Q after attn_norm, gate after ffn_norm; a GLU:
-  // the down projection; batched decode attention: the output projection) writes the f16 copy itself, and the GEMM's
-  // conversion dispatch and its stage go (H200, 8B batched decode: 4.0-4.5 us each, four per layer); K, V and up
-  // reuse the copy.
-  static std::optional<F16Rows> f16_gemm_reads(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
-                                               engine::BufferId product, int64_t elems,
-                                               const std::vector<engine::PlanOp>& ops, const OpEncoder& e) {
-    if (i + 1 >= range.end || !std::holds_alternative<engine::MatMulOp>(ops[i + 1].op)) return std::nullopt;
-    const OpRecord& r = records[i + 1 - range.begin];
-    if (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) return std::nullopt;
-    const MatmulArgs& a = r.matmul;
-    if (a.norm || a.swiglu || a.bias || a.route || a.op.in != product || a.op.n_tokens * a.op.in_features != elems ||
-        a.op.in_features % 4 != 0 || !matmul_takes_f16_input(e, a.op))
-      return std::nullopt;
-    return F16Rows{uint64_t(a.op.n_tokens), uint64_t(a.op.in_features)};
+  // The copies of `product` (op i's output, `elems` values) that the GEMMs right after op i read whole, as tokens x
+  // in_features: f16 for the cooperative-matrix GEMM, int8 for the int8 one. Then op i (an rmsnorm: Q, K and V after
+  // attn_norm, gate and up after ffn_norm; a GLU: the down projection; batched decode attention: the output
+  // projection) writes them itself, and the GEMMs' conversion or quantizer dispatch and its stage go (H200, 8B
+  // batched decode: 4.0-4.5 us each, four per layer). A mixed file (Q4_K_M: Q and K in Q4_K, V in Q6_K) gets both.
+  struct GemmCopies {
+    std::optional<F16Rows> f16, q8;
+  };
+  static GemmCopies gemm_reads(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
+                               engine::BufferId product, int64_t elems, const std::vector<engine::PlanOp>& ops,
+                               const OpEncoder& e) {
+    GemmCopies copies;
+    for (size_t j = i + 1; j < std::min(range.end, i + 4); ++j) {
+      if (!std::holds_alternative<engine::MatMulOp>(ops[j].op)) break;
+      const OpRecord& r = records[j - range.begin];
+      if (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) break;
+      const MatmulArgs& a = r.matmul;
+      if (a.norm || a.swiglu || a.bias || a.route || a.op.in != product || a.op.n_tokens * a.op.in_features != elems ||
+          a.op.in_features % 4 != 0)
+        break;
+      const F16Rows rows{uint64_t(a.op.n_tokens), uint64_t(a.op.in_features)};
+      if (matmul_takes_q8_input(e, a.op)) copies.q8 = rows;
+      else if (matmul_takes_f16_input(e, a.op)) copies.f16 = rows;
+    }
+    return copies;
   }
 
   std::unique_ptr<engine::PreparedPlan> prepare(const engine::Plan& plan) override {
@@ -562,18 +571,22 @@ private:
               [&](const auto& op) {
                 using T = std::decay_t<decltype(op)>;
                 if constexpr (std::is_same_v<T, engine::EmbedOp>) encode_embed(e, op);
-                else if constexpr (std::is_same_v<T, engine::RmsNormOp>)
-                  encode_rmsnorm(e, op, op.width % 4 == 0 && f16_gemm_reads(records, range, i, op.out,
-                                                                             op.rows * op.width, ops, e));
+                else if constexpr (std::is_same_v<T, engine::RmsNormOp>) {
+                  const GemmCopies c = gemm_reads(records, range, i, op.out, op.rows * op.width, ops, e);
+                  encode_rmsnorm(e, op, op.width % 4 == 0 && c.f16, op.width % 32 == 0 && c.q8);
+                }
                 else if constexpr (std::is_same_v<T, engine::MatMulOp>) encode_matmul(e, op);
                 else if constexpr (std::is_same_v<T, engine::AddBiasOp>) encode_add_bias(e, op);
                 else if constexpr (std::is_same_v<T, engine::RopeOp>) encode_rope(e, op);
                 else if constexpr (std::is_same_v<T, engine::KvWriteOp>) encode_kv_write(e, op);
                 else if constexpr (std::is_same_v<T, engine::AttentionOp>)
-                  encode_attention(e, op, f16_gemm_reads(records, range, i, op.out,
-                                                         op.n_tokens * op.n_heads * op.head_dim_v, ops, e));
+                  encode_attention(e, op, gemm_reads(records, range, i, op.out,
+                                                     op.n_tokens * op.n_heads * op.head_dim_v, ops, e).f16);
                 else if constexpr (std::is_same_v<T, engine::GluOp>)
-                  encode_glu(e, op, f16_gemm_reads(records, range, i, op.out, op.elems, ops, e));
+                {
+                  const GemmCopies c = gemm_reads(records, range, i, op.out, op.elems, ops, e);
+                  encode_glu(e, op, c.f16, c.q8 && c.q8->cols % 32 == 0 ? c.q8 : std::nullopt);
+                }
                 else if constexpr (std::is_same_v<T, engine::GatherRowsOp>) encode_gather_rows(e, op);
                 else if constexpr (std::is_same_v<T, engine::AddOp>) encode_add(e, op);
                 else if constexpr (std::is_same_v<T, engine::MoeRouteOp>) encode_moe_route(e, op);

@@ -15,6 +15,7 @@ struct WeightVariants {
   model::GgmlType type;
   ShaderId embed, matvec, matmul_tiled, matmul_coopmat, matmul_coopmat_x16;  // x16: f16 activations (X_F16)
   std::optional<ShaderId> matvec_block, matvec_q8;  // quantized types only (q8: int8 activations)
+  std::optional<ShaderId> matmul_coopmat_q8 = std::nullopt;  // int8 cooperative matrices: Q4_0, Q4_K
 };
 
 using G = model::GgmlType;
@@ -28,7 +29,7 @@ constexpr WeightVariants k_variants[] = {
      S::matmul_coopmat_x16_bf16, std::nullopt, std::nullopt},
     {G::Q4_0, S::embed_q4_0, S::matvec_q4_0, S::matmul_tiled_q4_0, S::matmul_coopmat_q4_0,
      S::matmul_coopmat_x16_q4_0,
-     S::matvec_block_q4_0, S::matvec_q8_q4_0},
+     S::matvec_block_q4_0, S::matvec_q8_q4_0, S::matmul_coopmat_q8_q4_0},
     {G::Q4_1, S::embed_q4_1, S::matvec_q4_1, S::matmul_tiled_q4_1, S::matmul_coopmat_q4_1,
      S::matmul_coopmat_x16_q4_1,
      S::matvec_block_q4_1, S::matvec_q8_q4_1},
@@ -49,7 +50,7 @@ constexpr WeightVariants k_variants[] = {
      S::matvec_block_q3_k, S::matvec_q8_q3_k},
     {G::Q4_K, S::embed_q4_k, S::matvec_q4_k, S::matmul_tiled_q4_k, S::matmul_coopmat_q4_k,
      S::matmul_coopmat_x16_q4_k,
-     S::matvec_block_q4_k, S::matvec_q8_q4_k},
+     S::matvec_block_q4_k, S::matvec_q8_q4_k, S::matmul_coopmat_q8_q4_k},
     {G::Q5_K, S::embed_q5_k, S::matvec_q5_k, S::matmul_tiled_q5_k, S::matmul_coopmat_q5_k,
      S::matmul_coopmat_x16_q5_k,
      S::matvec_block_q5_k, S::matvec_q8_q5_k},
@@ -84,6 +85,9 @@ ShaderId weight_shader(WeightKernel kernel, model::GgmlType type) {
       case WeightKernel::matmul_tiled: return v.matmul_tiled;
       case WeightKernel::matmul_coopmat: return v.matmul_coopmat;
       case WeightKernel::matmul_coopmat_x16: return v.matmul_coopmat_x16;
+      case WeightKernel::matmul_coopmat_q8:
+        if (v.matmul_coopmat_q8) return *v.matmul_coopmat_q8;
+        fail("vk: weights of type ", model::type_name(type), " have no int8 cooperative-matrix GEMM");
     }
   }
   fail("vk: weights of type ", model::type_name(type), " are not supported by the Vulkan kernels");
@@ -94,6 +98,8 @@ bool has_weight_shader(WeightKernel kernel, model::GgmlType type) {
     if (v.type == type) {
       if (kernel == WeightKernel::matvec_block) return v.matvec_block.has_value();
       if (kernel == WeightKernel::matvec_q8) return v.matvec_q8.has_value() && shader_available(*v.matvec_q8);
+      if (kernel == WeightKernel::matmul_coopmat_q8)
+        return v.matmul_coopmat_q8.has_value() && shader_available(*v.matmul_coopmat_q8);
       return true;
     }
   return false;
