@@ -13,7 +13,8 @@
 // touching a quarter of every 16 bytes it spans) made it cost twice the plain GLU. The GEMMs' partial strides are
 // whole vec4 (multiples of 64 floats; the host checks).
 // WITH_Q8_OUT (the glu_f32_q8 variant: subgroup shuffles; rows of pc.cols % 32 == 0 elements, workgroups of whole
-// subgroups of at least 8): the vec4 path also writes the product as int8 per 32 elements into binding 6 in quantize_q8.comp's layout
+// subgroups of at least 8): the vec4 path also writes the product as int8 per 32 elements into binding 6 in
+// quantize_q8.comp's layout
 // (q8_rows.glsl), the input of the int8 GEMM that reads it (matmul_coopmat_q8.comp; OpEncoder::q8_target).
 // Split-K partials (OpEncoder::take_split_sum): gate (pc.gate_parts > 0) and up (pc.up_parts > 0) may be split GEMMs'
 // outputs whose partials (bindings 4 and 5, at strides of pc.gate_stride / pc.up_stride floats) were not yet added:
@@ -34,8 +35,8 @@ layout(binding = 4) readonly buffer GatePart4 { vec4 gate_part4[]; };
 layout(binding = 5) readonly buffer UpPart { float up_part[]; };      // bound to up again without partials
 layout(binding = 5) readonly buffer UpPart4 { vec4 up_part4[]; };
 layout(push_constant) uniform Push {
-  uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride; uint keep_gate;
-  uint keep_up; uint cols;  // cols: the row width, for Q8_OUT
+  uint count; float alpha; float limit; uint gate_parts; uint gate_stride; uint up_parts; uint up_stride;
+  uint keep_gate; uint keep_up; uint cols;  // cols: the row width, for Q8_OUT
 } pc;
 
 #extension GL_GOOGLE_include_directive : require

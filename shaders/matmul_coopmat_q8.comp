@@ -8,7 +8,8 @@
 //   C[t, n] = sum over blocks b of  xs[t, b] * ws[n, b] * (integer dot of their codes)  -  min terms,
 // where ws is the block's weight scale (Q4_0: d; Q4_K: d * sc) and Q4_K's min term, sum over b of dmin * mn[n, b] *
 // (xs[t, b] * sum of t's codes in b), is one f16 multiply-add of 16x16x16 per K step (A: the blocks' code sums, B:
-// the negated mins; a K step's blocks, padded with zeros to 16). Q4_0's codes are widened with their offset (q - 8, exact).
+// the negated mins; a K step's blocks, padded with zeros to 16). Q4_0's codes are widened with their offset
+// (q - 8, exact).
 // A block's scaling: its integer 16 x 16 product, converted to f32, times WS (ws[n, b] for every row: a load of stride
 // 0) times XS (xs[t, b] for every column: a column-major load of stride 0), added to the f32 accumulator.
 //
@@ -122,7 +123,8 @@ void store_hdr(uvec4 v, uint r, uint s, uint b0) {
   }
 }
 #elif defined(WTYPE_Q4_0)
-// W item i: row r = i / BLOCKS, block i % BLOCKS of the K step: its 18 bytes (2-byte aligned) as the 5 words that cover them.
+// W item i: row r = i / BLOCKS, block i % BLOCKS of the K step: its 18 bytes (2-byte aligned) as the 5 words that
+// cover them.
 struct RawW {
   uvec4 a;
   uint b;
@@ -237,7 +239,8 @@ void store_x(RawX raw, uint i, uint s) {
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
 #define MIN_A(i) if (i < FM) coopMatLoad(ha##i, xsum, s * BM * 16u + i * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
-#define MIN_B(j) if (j < FN) coopMatLoad(hb##j, wmin, s * 16u * BN + sn * SN + j * 16u, BN, gl_CooperativeMatrixLayoutRowMajor);
+#define MIN_B(j) \
+  if (j < FN) coopMatLoad(hb##j, wmin, s * 16u * BN + sn * SN + j * 16u, BN, gl_CooperativeMatrixLayoutRowMajor);
 #define MIN_MMA(i, j) if (i < FM && j < FN) c##i##j = coopMatMulAdd(ha##i, hb##j, c##i##j);
 #define MIN_ROW(i) MIN_MMA(i, 0) MIN_MMA(i, 1) MIN_MMA(i, 2) MIN_MMA(i, 3)
 
@@ -313,7 +316,8 @@ void main() {
   uvec4 rh;
   // The min terms' padding (blocks BLOCKS..15) stays zero in both stages.
   const uint pad = 16u - BLOCKS;
-  for (uint e = tid; e < 2u * pad * BN; e += WG) wmin[(e / (pad * BN)) * 16u * BN + BLOCKS * BN + e % (pad * BN)] = float16_t(0.0);
+  for (uint e = tid; e < 2u * pad * BN; e += WG)
+    wmin[(e / (pad * BN)) * 16u * BN + BLOCKS * BN + e % (pad * BN)] = float16_t(0.0);
   for (uint e = tid; e < 2u * BM * pad; e += WG) xsum[(e / pad) * 16u + BLOCKS + e % pad] = float16_t(0.0);
 #endif
   if (k_begin < k_end) {

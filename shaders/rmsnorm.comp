@@ -32,7 +32,9 @@ layout(binding = 3) writeonly buffer OutF16 { uvec2 h[]; };  // 4 halves; bound 
 layout(binding = 4) readonly buffer Part { float part[]; };  // bound to `in` again without partials
 layout(binding = 4) readonly buffer Part4 { vec4 part4[]; };
 layout(binding = 5) writeonly buffer Q8 { uint q8[]; };  // bound to `out` again without Q8_OUT
-layout(push_constant) uniform Push { uint in_row_offset; uint rows; uint width; float eps; uint parts; uint part_stride; } pc;
+layout(push_constant) uniform Push {
+  uint in_row_offset; uint rows; uint width; float eps; uint parts; uint part_stride;
+} pc;
 
 #define Q8_FROM_LANES
 #include "q8_rows.glsl"

@@ -29,7 +29,8 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f1
   const BufferSpan out = e.buffer(op.out);
   const BufferSpan out16 = f16_out ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
   const BufferSpan gate = e.buffer(op.gate), up = e.buffer(op.up);
-  const BufferSpan gate_in = gate_parts.count ? gate_parts.partials : gate, up_in = up_parts.count ? up_parts.partials : up;
+  const BufferSpan gate_in = gate_parts.count ? gate_parts.partials : gate;
+  const BufferSpan up_in = up_parts.count ? up_parts.partials : up;
   PipelineOptions options;
   if (q8_out) options.full_subgroups = e.info().compute_full_subgroups;
   const auto& p = e.pipeline(q8_out ? ShaderId::glu_f32_q8 : ShaderId::glu_f32,
