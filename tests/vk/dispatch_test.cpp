@@ -211,6 +211,20 @@ TEST_CASE_FIXTURE(VkFixture, "dispatch arguments are checked against the shader 
   CHECK_THROWS_WITH_AS(seq.submit(), doctest::Contains("before it was recorded"), greta::Error);
 }
 
+namespace {
+
+// rmsnorm.comp's and glu.comp's push constants.
+struct NormPush {
+  uint32_t in_row_offset, rows, width;
+  float eps;
+  uint32_t parts, part_stride;
+};
+struct GluPush {
+  uint32_t count;
+  float alpha, limit;
+  uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;  // cols: Q8_OUT's row width
+};
+
 // An F16_OUT kernel's outputs against the plain kernel's `want`: f32 values that differ in any bit, and f16 copies
 // more than one ulp from `want` rounded to nearest even (a device may round its own way).
 struct F16OutMismatch {
@@ -225,6 +239,8 @@ F16OutMismatch f16_out_mismatch(const std::vector<float>& want, const std::vecto
   }
   return m;
 }
+
+}  // namespace
 
 // F16_OUT of rmsnorm.comp and glu.comp (the f16 activations of the cooperative-matrix GEMM that reads their output,
 // made beside it: OpEncoder::f16_target): the f32 output is the same bits as without it, and the f16 copy is that
@@ -254,8 +270,7 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
   };
   // No split-K partials (parts 0): binding 4 is bound to the input again, and binding 5 (Q8_OUT) to the output, as
   // the backend does.
-  const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } norm_push{
-      0, rows, width, 1e-5f, 0, 0};
+  const NormPush norm_push{0, rows, width, 1e-5f, 0, 0};
   for (uint32_t local : {32u, 64u, 256u}) {
     CAPTURE(local);
     const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}});
@@ -266,11 +281,7 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output 
                  as_push(norm_push), {rows, 1, 1});
     check("rmsnorm");
   }
-  const struct {
-    uint32_t count;
-    float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
-  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, 0};
+  const GluPush glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, 0};
   for (uint32_t kind : {0u, 1u, 2u}) {
     CAPTURE(kind);
     const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
@@ -361,11 +372,7 @@ TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K part
   Buffer bup = buffer(upp.size(), "up partials"), out = buffer(n, "out"), half = buffer(n / 2, "half");
   xfer().upload(bgp, gp);
   xfer().upload(bup, upp);
-  const struct {
-    uint32_t count;
-    float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
-  } push{n, 1.702f, 7.f, gate_parts, stride, up_parts, stride, 1, 1, 0};
+  const GluPush push{n, 1.702f, 7.f, gate_parts, stride, up_parts, stride, 1, 1, 0};
   struct Result {
     std::vector<float> out, gate, up;
     std::vector<uint16_t> half;
@@ -424,8 +431,7 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows qu
     CHECK(want_words[3] != 0u);  // codes were written
     CHECK(std::abs(want[7]) > 0.f);
   };
-  const struct { uint32_t in_row_offset, rows, width; float eps; uint32_t parts, part_stride; } norm_push{
-      0, rows, width, 1e-5f, 0, 0};
+  const NormPush norm_push{0, rows, width, 1e-5f, 0, 0};
   for (uint32_t local : {32u, 64u, 256u}) {
     CAPTURE(local);
     const auto& norm = pipes().get(ShaderId::rmsnorm_f32, {{0, local}, {1, 0}, {2, 0}});
@@ -437,11 +443,7 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows qu
                  as_push(norm_push), {rows, 1, 1});
     check("rmsnorm");
   }
-  const struct {
-    uint32_t count;
-    float alpha, limit;
-    uint32_t gate_parts, gate_stride, up_parts, up_stride, keep_gate, keep_up, cols;
-  } glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, width};
+  const GluPush glu_push{n, 1.702f, 7.f, 0, 0, 0, 0, 0, 0, width};
   for (uint32_t kind : {0u, 2u}) {
     CAPTURE(kind);
     const auto& glu = pipes().get(ShaderId::glu_f32, {{0, 64}, {1, kind}, {2, 0}});
