@@ -313,13 +313,13 @@ void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 void encode_rmsnorm(OpEncoder& e, const engine::RmsNormOp& op, bool f16_out = false, bool q8_out = false);
 // The shape a GEMM reads a GLU's (or decode attention's) product as (tokens x its in_features), for its f16 or int8
 // copy.
-struct F16Rows {
+struct GemmRows {
   uint64_t rows, cols;
 };
 // Every GluKind (glu.comp); with f16_out it also writes the f16 copy the GEMM after it reads (OpEncoder::f16_target),
 // with q8_out the int8 copy (OpEncoder::q8_target).
-void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out = std::nullopt,
-                std::optional<F16Rows> q8_out = std::nullopt);
+void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<GemmRows> f16_out = std::nullopt,
+                std::optional<GemmRows> q8_out = std::nullopt);
 // The matmul would run on the cooperative-matrix GEMM with f16 activations (OpEncoder::f16_copy of its input).
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op);
 // The matmul would run on the int8 cooperative-matrix GEMM (OpEncoder::q8_copy of its plain input).
@@ -350,7 +350,7 @@ void encode_rope_kv(OpEncoder& e, const RopeKvArgs& args);
 void encode_kv_write(OpEncoder& e, const engine::KvWriteOp& op);
 // With f16_out the decode kernel that merges the rows also writes the f16 copy the GEMM after it reads
 // (OpEncoder::f16_target); the other paths leave the conversion to the GEMM.
-void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<F16Rows> f16_out = std::nullopt);
+void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<GemmRows> f16_out = std::nullopt);
 void encode_gather_rows(OpEncoder& e, const engine::GatherRowsOp& op);
 void encode_add(OpEncoder& e, const engine::AddOp& op);
 // Mixture of experts (op_moe.cpp).

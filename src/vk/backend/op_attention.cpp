@@ -68,7 +68,7 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
 
 }  // namespace
 
-void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<F16Rows> f16_out) {
+void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional<GemmRows> f16_out) {
   constexpr uint32_t kLocal = 64;  // keys per block; attention.comp covers head_dim_v <= 4 * kLocal
   if (op.head_dim > 512 || op.head_dim_v > 4 * int64_t(kLocal))
     fail("vk: attention with head dim ", op.head_dim, " / ", op.head_dim_v, " is not supported (at most 256)");

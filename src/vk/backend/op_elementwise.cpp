@@ -4,7 +4,8 @@
 
 namespace greta::vk {
 
-void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<F16Rows> f16_out, std::optional<F16Rows> q8_out) {
+void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<GemmRows> f16_out,
+                std::optional<GemmRows> q8_out) {
   // The inputs' split-K partials when the backend handed them to the GLU (OpEncoder::take_split_sum).
   const OpEncoder::SplitPartials gate_parts = e.take_split_sum(op.gate), up_parts = e.take_split_sum(op.up);
   const struct {

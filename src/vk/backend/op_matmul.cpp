@@ -199,7 +199,7 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0 or Q4_K weights:
 // the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
 // not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, int8 activations (the decode matvecs'
-// option), K % 128 == 0 and workgroups of 4 subgroups.
+// option) and K % 128 == 0.
 // Up to 32 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
 // 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; 64 tokens on the tiles that fit 48 KiB: 103.6 / 106.6 -> 92.3 / 107.7).
@@ -332,11 +332,11 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   const MatmulKernel kernel = matmul_path(e, op);
   if (kernel == MatmulKernel::matvec) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   const GemmKernel gemm = kernel == MatmulKernel::coopmat ? GemmKernel::coopmat : GemmKernel::tiled;
+  if (matmul_takes_q8_input(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_gemm_tile(e, w.type, op));
   const ChosenTile chosen = choose_tile(e, gemm, w.type, op);
   const MatmulTile& tile = chosen.tile;
 
   const BufferSpan in = e.buffer(op.in), out = e.buffer(op.out);
-  if (matmul_takes_q8_input(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_gemm_tile(e, w.type, op));
   std::optional<BufferSpan> x16_input;
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const MatmulPush push{to_u32(int64_t(w.row_bytes), "row bytes"), to_u32(w.chunk_rows(c), "rows"),

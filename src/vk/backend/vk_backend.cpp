@@ -266,7 +266,7 @@ public:
   // projection) writes them itself, and the GEMMs' conversion or quantizer dispatch and its stage go (H200, 8B
   // batched decode: 4.0-4.5 us each, four per layer). A mixed file (Q4_K_M: Q and K in Q4_K, V in Q6_K) gets both.
   struct GemmCopies {
-    std::optional<F16Rows> f16, q8;
+    std::optional<GemmRows> f16, q8;
   };
   static GemmCopies gemm_reads(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
                                engine::BufferId product, int64_t elems, const std::vector<engine::PlanOp>& ops,
@@ -280,7 +280,7 @@ public:
       if (a.norm || a.swiglu || a.bias || a.route || a.op.in != product || a.op.n_tokens * a.op.in_features != elems ||
           a.op.in_features % 4 != 0)
         break;
-      const F16Rows rows{uint64_t(a.op.n_tokens), uint64_t(a.op.in_features)};
+      const GemmRows rows{uint64_t(a.op.n_tokens), uint64_t(a.op.in_features)};
       if (matmul_takes_q8_input(e, a.op)) copies.q8 = rows;
       else if (matmul_takes_f16_input(e, a.op)) copies.f16 = rows;
     }
