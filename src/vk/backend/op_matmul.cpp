@@ -198,8 +198,8 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 
 // matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0 or Q4_K weights:
 // the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
-// not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, int8 activations (the decode matvecs'
-// option) and K % 128 == 0.
+// not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
+// decode matvecs' option, which needs integer dot products) and K % 128 == 0.
 // Up to 32 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
 // 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; 64 tokens on the tiles that fit 48 KiB: 103.6 / 106.6 -> 92.3 / 107.7).
@@ -216,7 +216,8 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   const bool forced = v && *v;
   // A tile forced for the f16 GEMM (GRETA_VK_COOPMAT_TILE, greta-vk tune's candidates) asks for that kernel.
   if (e.matmul_tuning().forced || tile_from_env(GemmKernel::coopmat, e.info())) return std::nullopt;
-  if (!e.q8_matvec() || op.n_tokens > (forced ? 64 : q8_gemm_max_tokens(type)) || op.in_features % 128 != 0 ||
+  if (!e.q8_matvec() || !e.features().shader_int8 || op.n_tokens > (forced ? 64 : q8_gemm_max_tokens(type)) ||
+      op.in_features % 128 != 0 ||
       !has_weight_shader(WeightKernel::matmul_coopmat_q8, type) ||
       !e.info().supports_coopmat(16, 16, 32, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_SINT32_KHR))
     return std::nullopt;
