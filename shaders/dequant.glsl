@@ -215,18 +215,21 @@ vec4 dequant4(uint row_byte, uint e) {
 #define WEIGHT_BLOCK_BYTES 176
 #define DQ_QS 48u
 #endif
+// The 6-bit scale and min of sub-block s (0..7) from the super-block's 12 scale bytes held as 3 words (bytes 4..15
+// of the block: w.x = scales[0..4), w.y = scales[4..8), w.z = scales[8..12)), as ggml's get_scale_min_k4: (sc, mn).
+// Shared by dequant4 and the GEMMs that load the block header as one uvec4 (matmul_coopmat*.comp).
+uvec2 dq_k4_scale_min(uvec3 w, uint s) {
+  if (s < 4u) return uvec2((w.x >> (8u * s)) & 63u, (w.y >> (8u * s)) & 63u);  // scales[s], scales[s + 4]
+  const uint t = 8u * (s - 4u), packed = (w.z >> t) & 0xFFu;                  // scales[s + 4]
+  return uvec2((packed & 0x0Fu) | (((w.x >> (t + 6u)) & 3u) << 4),   // high bits from scales[s - 4]
+               (packed >> 4) | (((w.y >> (t + 6u)) & 3u) << 4));     // high bits from scales[s]
+}
 vec4 dequant4(uint row_byte, uint e) {
   const uint blk = row_byte + (e >> 8) * WEIGHT_BLOCK_BYTES, j = e & 255u, l = j & 31u, s = j / 32u;
   const vec2 dm = unpackHalf2x16(read_u32_unaligned(blk));
-  uint sc, mn;
-  if (s < 4u) {
-    sc = read_u8(blk + 4u + s) & 63u;
-    mn = read_u8(blk + 8u + s) & 63u;
-  } else {
-    const uint packed = read_u8(blk + 8u + s);  // scales[s + 4]
-    sc = (packed & 0x0Fu) | ((read_u8(blk + s) >> 6) << 4);       // scales[s - 4]
-    mn = (packed >> 4) | ((read_u8(blk + 4u + s) >> 6) << 4);     // scales[s]
-  }
+  const uvec2 scale_min = dq_k4_scale_min(
+      uvec3(read_u32_unaligned(blk + 4u), read_u32_unaligned(blk + 8u), read_u32_unaligned(blk + 12u)), s);
+  const uint sc = scale_min.x, mn = scale_min.y;
   uvec4 q = dq_bytes(read_u32_unaligned(blk + DQ_QS + 32u * (j / 64u) + l) >> (j & 32u) / 8u) & 0x0Fu;
 #if defined(WTYPE_Q5_K)
   q += (dq_bytes(read_u32_unaligned(blk + 16u + l) >> s) & 1u) << 4;

@@ -390,17 +390,8 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   // expression's int-to-float and f32-to-f16 conversions were most of the decode's instructions (H200, us:
   // 16x14336x4096 61.9 -> 56.8, 512x14336x4096 424 -> 391; docs/benchmarks.md).
   const uint j = k & 255u, s = j >> 5;
-  const uint w1 = r.a.y, w2 = r.a.z, w3 = r.a.w;  // scales[12]
-  uint sc, mn;
-  if (s < 4u) {
-    sc = (w1 >> (8u * s)) & 63u;  // scales[s]
-    mn = (w2 >> (8u * s)) & 63u;  // scales[s + 4]
-  } else {
-    const uint t = 8u * (s - 4u), packed = (w3 >> t) & 0xFFu;  // scales[s + 4]
-    sc = (packed & 0x0Fu) | (((w1 >> (t + 6u)) & 3u) << 4);     // high bits from scales[s - 4]
-    mn = (packed >> 4) | (((w2 >> (t + 6u)) & 3u) << 4);        // high bits from scales[s]
-  }
-  const f16vec2 dm = unpackFloat2x16(r.a.x) * f16vec2(float16_t(sc), float16_t(mn));  // (d * sc, dmin * mn)
+  const uvec2 scale_min = dq_k4_scale_min(r.a.yzw, s);  // (sc, mn) from the header's scales[12]; dm: (d sc, dmin mn)
+  const f16vec2 dm = unpackFloat2x16(r.a.x) * f16vec2(float16_t(scale_min.x), float16_t(scale_min.y));
   const f16vec2 d1 = dm.xx, m1 = dm.yy;
   const uint shift = (j & 32u) >> 3, lo = r.b.x >> shift, hi = r.b.y >> shift;
 #if defined(WTYPE_Q4_K)

@@ -40,6 +40,7 @@ layout(binding = 3) buffer Partial { float part[]; };
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
+#include "dequant.glsl"  // dq_k4_scale_min
 
 layout(constant_id = 1) const uint FM = 1;  // fragments of 16 tokens: BM = 16 FM
 layout(constant_id = 2) const uint FN = 2;  // fragments of 16 rows per subgroup
@@ -53,19 +54,15 @@ const uint LDS = BK / 16 + 1;  // row stride of the staged codes, in uvec4
 const uint WG = gl_WorkGroupSize.x;
 const uint XS_BASE = BN * LDS;           // a stage's codes: W rows [0, XS_BASE), then X rows
 const uint STAGE = (BN + BM) * LDS;
-#if defined(WTYPE_Q4_K)
-const uint W_ITEMS = (BN * BLOCKS + WG - 1) / WG;  // uvec4 of 32 codes (16 code bytes) per invocation and K step
-#elif defined(WTYPE_Q4_0)
-const uint W_ITEMS = (BN * BLOCKS + WG - 1) / WG;  // whole 18-byte blocks per invocation and K step
-#endif
+// W items per invocation and K step: Q4_K's 16 code bytes (32 codes), Q4_0's whole 18-byte blocks.
+const uint W_ITEMS = (BN * BLOCKS + WG - 1) / WG;
 const uint X_ITEMS = (BM * BLOCKS + WG - 1) / WG;  // 32-code blocks of X per invocation and K step
 shared uvec4 codes[2 * STAGE];
 shared float wscale[2 * BLOCKS * BN];
 shared float xscale[2 * BLOCKS * BM];
 #if defined(WTYPE_Q4_K)
-const uint HDR_ITEMS = (BN + WG - 1) / WG;  // super-block headers (d, dmin, scales) per invocation
-shared float16_t wmin[2 * 16 * BN];  // [16][BN]: the negated block mins, rows 8..15 zero
-shared float16_t xsum[2 * BM * 16];  // [BM][16]: xs * the block's code sum, columns 8..15 zero
+shared float16_t wmin[2 * 16 * BN];  // [16][BN]: the negated block mins, rows BLOCKS..15 zero
+shared float16_t xsum[2 * BM * 16];  // [BM][16]: xs * the block's code sum, columns BLOCKS..15 zero
 #endif
 shared float edge[WN * 256];  // per subgroup: one 16 x 16 f32 block at the matrix edges
 
@@ -108,18 +105,9 @@ void store_hdr(uvec4 v, uint r, uint s, uint b0) {
   const bool inside = gl_WorkGroupID.x * BN + r < pc.rows;
   const vec2 dm = unpackHalf2x16(v.x);
   [[unroll]] for (uint bl = 0; bl < BLOCKS; ++bl) {
-    const uint b = b0 + bl;
-    uint sc, mn;
-    if (b < 4u) {
-      sc = (v.y >> (8u * b)) & 63u;
-      mn = (v.z >> (8u * b)) & 63u;
-    } else {
-      const uint t = 8u * (b - 4u), packed = (v.w >> t) & 0xFFu;
-      sc = (packed & 0x0Fu) | (((v.y >> (t + 6u)) & 3u) << 4);
-      mn = (packed >> 4) | (((v.z >> (t + 6u)) & 3u) << 4);
-    }
-    wscale[s * BLOCKS * BN + bl * BN + r] = inside ? dm.x * float(sc) : 0.0;
-    wmin[s * 16u * BN + bl * BN + r] = float16_t(inside ? -(dm.y * float(mn)) : 0.0);
+    const uvec2 scale_min = dq_k4_scale_min(v.yzw, b0 + bl);
+    wscale[s * BLOCKS * BN + bl * BN + r] = inside ? dm.x * float(scale_min.x) : 0.0;
+    wmin[s * 16u * BN + bl * BN + r] = float16_t(inside ? -(dm.y * float(scale_min.y)) : 0.0);
   }
 }
 #elif defined(WTYPE_Q4_0)
@@ -207,7 +195,7 @@ void store_x(RawX raw, uint i, uint s) {
 #define X_LOAD(i, k0) if (i < X_ITEMS) rx##i = load_x(tid + i * WG, k0);
 #define X_STORE(i, s) if (i < X_ITEMS) store_x(rx##i, tid + i * WG, s);
 #if defined(WTYPE_Q4_K)
-#define H_LOAD(k0) if (HDR_ITEMS > 0u) rh = load_hdr(tid, k0);
+#define H_LOAD(k0) rh = load_hdr(tid, k0);
 #define H_STORE(s, k0) store_hdr(rh, tid, s, ((k0) & 255u) >> 5);
 #else
 #define H_LOAD(k0)
