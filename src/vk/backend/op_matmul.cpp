@@ -314,12 +314,16 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   if (accumulate) e.note_variant("fused residual add (y += W x)");
 }
 
+// The int8 GEMM's tile for `op`, or nullopt when `op` runs elsewhere.
+std::optional<Q8GemmTile> q8_gemm_for(const OpEncoder& e, const engine::MatMulOp& op) {
+  if (matmul_path(e, op) != MatmulKernel::coopmat || e.weight(op.weight).matrix.chunk_count() != 1)
+    return std::nullopt;
+  return q8_gemm_tile(e, e.weight(op.weight).type, op);
+}
+
 }  // namespace
 
-bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op) {
-  return matmul_path(e, op) == MatmulKernel::coopmat && e.weight(op.weight).matrix.chunk_count() == 1 &&
-         q8_gemm_tile(e, e.weight(op.weight).type, op).has_value();
-}
+bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op) { return q8_gemm_for(e, op).has_value(); }
 
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op) {
   return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations() && !matmul_takes_q8_input(e, op);
@@ -333,7 +337,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
   const MatmulKernel kernel = matmul_path(e, op);
   if (kernel == MatmulKernel::matvec) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
   const GemmKernel gemm = kernel == MatmulKernel::coopmat ? GemmKernel::coopmat : GemmKernel::tiled;
-  if (matmul_takes_q8_input(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_gemm_tile(e, w.type, op));
+  if (const auto q8_tile = q8_gemm_for(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_tile);
   const ChosenTile chosen = choose_tile(e, gemm, w.type, op);
   const MatmulTile& tile = chosen.tile;
 
