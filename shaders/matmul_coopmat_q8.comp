@@ -258,15 +258,22 @@ void store_x(RawX raw, uint i, uint s) {
 #define MIN_TERMS()
 #endif
 
-// Output block (i, j): straight to y (or the partial) when whole, else through the subgroup's f32 tile.
+// Output block (i, j): straight to y (or the partial) when whole, adding y's block loaded as a fragment with
+// ACCUMULATE, else element by element through the subgroup's f32 tile.
 #define STORE_C(i, j)                                                                                         \
   if (i < FM && j < FN) {                                                                                     \
     const uint bm = m0 + i * 16u, bn = n0 + sn * SN + j * 16u;                                                \
     const bool whole = bm + 16u <= pc.n_tokens && bn + 16u <= pc.rows;                                        \
     if (whole && z > 0u) {                                                                                    \
       coopMatStore(c##i##j, part, part0 + bm * pc.rows + bn, pc.rows, gl_CooperativeMatrixLayoutRowMajor);     \
-    } else if (whole && !ACCUMULATE) {                                                                        \
-      coopMatStore(c##i##j, y, bm * pc.out_stride + pc.out_row0 + bn, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor); \
+    } else if (whole) {                                                                                       \
+      const uint at = bm * pc.out_stride + pc.out_row0 + bn;                                                  \
+      if (ACCUMULATE) {                                                                                       \
+        FRAG_C prior;                                                                                         \
+        coopMatLoad(prior, y, at, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor);                          \
+        c##i##j += prior;                                                                                     \
+      }                                                                                                       \
+      coopMatStore(c##i##j, y, at, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor);                         \
     } else {                                                                                                  \
       coopMatStore(c##i##j, edge, sn * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);                         \
       subgroupMemoryBarrierShared();                                                                          \
