@@ -200,10 +200,12 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
 // not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
 // decode matvecs' option, which needs integer dot products) and K % 128 == 0.
-// Up to 32 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
+// Up to 64 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
-// 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; 64 tokens on the tiles that fit 48 KiB: 103.6 / 106.6 -> 92.3 / 107.7).
-int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 32 : 16; }
+// 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; q4_0 at 64 tokens 64x14336x4096 103.8 -> 90.8, 64x11008x4096 79.9 ->
+// 72.3, 64x4096x11008 63.2 -> 64.1, 64x4096x4096 34.0 -> 34.2, and the 7B's S_TG at 64 sequences 4230 / 4259 ->
+// 4497 / 4490; q4_K at 64 tokens 106.6 -> 107.7). docs/benchmarks.md has the tables.
+int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 64 : 16; }
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
