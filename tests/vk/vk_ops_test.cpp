@@ -441,11 +441,11 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
 
 // The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0 and Q4_K on int8 activations;
 // H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of 16 (5, 33)
-// and whole ones (16; 64, past the automatic choice's 16 for Q4_K), rows that leave partial tiles (101,
-// 165), a row length of 256 and one of 1280 (10 K steps of 128: uneven splits), with and without the fused residual
-// add (at 16 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge blocks), on the automatic
-// tile and split, forced splits (1, 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4
-// fragments; K steps of 256).
+// and whole ones (16, 64; Q4_K past 16 on forced tiles only), rows that leave partial tiles (101, 165), a row length
+// of 256 and one of 1280 (10 K steps of 128: uneven splits), with and without the fused residual add (at 16 and 33
+// tokens: whole blocks, which add y's block loaded as a fragment, and edge blocks), on the automatic tile and split,
+// forced splits (1, 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4 fragments; K
+// steps of 256).
 TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial tiles, splits, tiles, residual") {
   uint32_t seed = 1700;
   if (!device_has_coopmat()) {
