@@ -209,9 +209,25 @@ int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlTyp
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
+  uint32_t split = 0;                         // split-K (fewer where K has fewer steps); 0: coopmat_split's rule
 };
 
-// GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK forces a tile (measurements; up to 64 tokens).
+// Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
+// per invocation (BN <= WG), and shared memory for two stages of codes and scales, Q4_K's min terms (f16 [16][BN] and
+// [BM][16]) and the per-subgroup edge tile.
+bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t) {
+  const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
+  const uint32_t blocks = t.bk / 32;
+  const uint64_t min_terms = type == model::GgmlType::Q4_K ? 2ull * 16 * (bn + bm) * 2 : 0;
+  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + 2ull * blocks * (bn + bm) * 4 + min_terms +
+                          uint64_t(t.wn) * 1024;
+  return t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) && bn <= wg &&
+         uint64_t(bn) * blocks <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
+         wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
+}
+
+// GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK[xSPLIT] forces a tile and optionally its split-K (measurements;
+// up to 64 tokens).
 std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type, const engine::MatMulOp& op) {
   const char* v = std::getenv("GRETA_VK_GEMM_Q8");
   if (v && std::string_view(v) == "0") return std::nullopt;
@@ -223,25 +239,29 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
       !has_weight_shader(WeightKernel::matmul_coopmat_q8, type) ||
       !e.info().supports_coopmat(16, 16, 32, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_SINT32_KHR))
     return std::nullopt;
-  // One subgroup's 16 x 16 block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
-  // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
-  // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md).
   Q8GemmTile t;
-  t.fm = uint32_t((op.n_tokens + 15) / 16);
-  if (forced && std::sscanf(v, "%ux%ux%ux%u", &t.fm, &t.fn, &t.wn, &t.bk) != 4)
-    fail("GRETA_VK_GEMM_Q8=", v, ": expected 0 or FMxFNxWNxBK");
-  const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
-  const uint32_t blocks = t.bk / 32;
-  // The shader's limits: at most 8 W items and 4 X items per invocation, a header per invocation (BN <= WG).
-  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + 2ull * blocks * (bn + bm) * 4 +
-                          2ull * 16 * (bn + bm) * 2 + uint64_t(t.wn) * 1024;
-  const bool valid = t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) &&
-                     bn <= wg && uint64_t(bn) * blocks <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
-                     wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
-  if (!valid) {
-    if (forced) fail("GRETA_VK_GEMM_Q8=", v, ": not a tile this device can run");
-    return std::nullopt;
+  if (forced) {
+    const int n = std::sscanf(v, "%ux%ux%ux%ux%u", &t.fm, &t.fn, &t.wn, &t.bk, &t.split);
+    if (n != 4 && (n != 5 || t.split < 1 || t.split > 16))
+      fail("GRETA_VK_GEMM_Q8=", v, ": expected 0 or FMxFNxWNxBK[xSPLIT]");
+    if (!q8_tile_fits(e, type, t)) fail("GRETA_VK_GEMM_Q8=", v, ": not a tile this device can run");
+    return t;
   }
+  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
+  // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
+  // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md). Above 32 tokens, four
+  // subgroups (64 rows) and 3 splits, where shared memory allows (Q4_0 only, with Q4_K's 16-token limit): X's
+  // 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as many subgroups (H200,
+  // the 7B's S_TG at 64 sequences 4470 / 4480 on 32 rows with 2 splits, 4667 / 4673 on 64 rows with 2, 4728 / 4730
+  // with 3; 64 rows on two subgroups of two fragments: 3884 / 3898).
+  t.fm = uint32_t((op.n_tokens + 15) / 16);
+  if (t.fm > 2) {
+    Q8GemmTile wide = t;
+    wide.wn = 4;
+    wide.split = 3;
+    if (q8_tile_fits(e, type, wide)) return wide;
+  }
+  if (!q8_tile_fits(e, type, t)) return std::nullopt;
   return t;
 }
 
@@ -301,6 +321,10 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const std::array<uint32_t, 2> grid{(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm};
   const uint32_t k_steps = push.cols / t.bk;
   uint32_t split = coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens);
+  if (t.split && !forced_split(k_steps)) {  // the tile's own, keeping coopmat_split's 8 K steps per split
+    split = std::min(t.split, k_steps);
+    while (split > 1 && k_steps / split < 8) --split;
+  }
   const uint32_t per_split = (k_steps + split - 1) / split;
   split = (k_steps + per_split - 1) / per_split;  // every split non-empty
   const SplitK sk = split_k(e, split, push, out);
