@@ -58,13 +58,15 @@ const uint STAGE = (BN + BM) * LDS;
 const uint W_ITEMS = (BN * BLOCKS + WG - 1) / WG;
 const uint X_ITEMS = (BM * BLOCKS + WG - 1) / WG;  // 32-code blocks of X per invocation and K step
 shared uvec4 codes[2 * STAGE];
-shared float wscale[2 * BLOCKS * BN];
-shared float xscale[2 * BLOCKS * BM];
+// f32 scratch: the two stages' scales, ws [BK / 32][BN] from WS_BASE and xs [BK / 32][BM] from XSC_BASE; after the K
+// loop (every subgroup past its last barrier) the edge tiles, one 16 x 16 block per subgroup from 0. Sharing the
+// space lets a 64 x 64 Q4_K tile fit 48 KiB.
+const uint WS_BASE = 0, XSC_BASE = 2 * BLOCKS * BN, SCALES = 2 * BLOCKS * (BN + BM), EDGES = WN * 256;
+shared float scratch[SCALES > EDGES ? SCALES : EDGES];
 #if defined(WTYPE_Q4_K)
 shared float16_t wmin[2 * 16 * BN];  // [16][BN]: the negated block mins, rows BLOCKS..15 zero
 shared float16_t xsum[2 * BM * 16];  // [BM][16]: xs * the block's code sum, columns BLOCKS..15 zero
 #endif
-shared float edge[WN * 256];  // per subgroup: one 16 x 16 f32 block at the matrix edges
 
 #define FRAG_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
 #define FRAG_B coopmat<int8_t, gl_ScopeSubgroup, 32, 16, gl_MatrixUseB>
@@ -106,7 +108,7 @@ void store_hdr(uvec4 v, uint r, uint s, uint b0) {
   const vec2 dm = unpackHalf2x16(v.x);
   [[unroll]] for (uint bl = 0; bl < BLOCKS; ++bl) {
     const uvec2 scale_min = dq_k4_scale_min(v.yzw, b0 + bl);
-    wscale[s * BLOCKS * BN + bl * BN + r] = inside ? dm.x * float(scale_min.x) : 0.0;
+    scratch[WS_BASE + s * BLOCKS * BN + bl * BN + r] = inside ? dm.x * float(scale_min.x) : 0.0;
     wmin[s * 16u * BN + bl * BN + r] = float16_t(inside ? -(dm.y * float(scale_min.y)) : 0.0);
   }
 }
@@ -149,7 +151,7 @@ void store_w(RawW raw, uint i, uint s) {
   if (!inside) lo = hi = uvec4(0u);
   codes[s * STAGE + r * LDS + 2u * b] = lo;       // elements 0..15 of the block
   codes[s * STAGE + r * LDS + 2u * b + 1u] = hi;  // elements 16..31
-  wscale[s * BLOCKS * BN + b * BN + r] = inside ? d : 0.0;
+  scratch[WS_BASE + s * BLOCKS * BN + b * BN + r] = inside ? d : 0.0;
 }
 #endif
 
@@ -173,7 +175,7 @@ void store_x(RawX raw, uint i, uint s) {
   const bool inside = gl_WorkGroupID.y * BM + t < pc.n_tokens;
   codes[s * STAGE + XS_BASE + t * LDS + 2u * b] = inside ? raw.lo : uvec4(0u);
   codes[s * STAGE + XS_BASE + t * LDS + 2u * b + 1u] = inside ? raw.hi : uvec4(0u);
-  xscale[s * BLOCKS * BM + b * BM + t] = inside ? raw.scale : 0.0;
+  scratch[XSC_BASE + s * BLOCKS * BM + b * BM + t] = inside ? raw.scale : 0.0;
 #if defined(WTYPE_Q4_K)
   const int ones = 0x01010101;
   const int sum = dotPacked4x8EXT(int(raw.lo.x), ones) + dotPacked4x8EXT(int(raw.lo.y), ones) +
@@ -218,12 +220,12 @@ void store_x(RawX raw, uint i, uint s) {
 #define A_LOAD(i)                                                                                            \
   if (i < FM) {                                                                                             \
     coopMatLoad(a##i, codes, s * STAGE + XS_BASE + i * 16u * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutRowMajor); \
-    coopMatLoad(xs##i, xscale, s * BLOCKS * BM + b * BM + i * 16u, 0, gl_CooperativeMatrixLayoutColumnMajor);        \
+    coopMatLoad(xs##i, scratch, XSC_BASE + s * BLOCKS * BM + b * BM + i * 16u, 0, gl_CooperativeMatrixLayoutColumnMajor);        \
   }
 #define B_LOAD(j)                                                                                            \
   if (j < FN) {                                                                                             \
     coopMatLoad(b##j, codes, s * STAGE + (sn * SN + j * 16u) * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutColumnMajor); \
-    coopMatLoad(ws##j, wscale, s * BLOCKS * BN + b * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor);  \
+    coopMatLoad(ws##j, scratch, WS_BASE + s * BLOCKS * BN + b * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor);  \
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
 #define MIN_A(i) if (i < FM) coopMatLoad(ha##i, xsum, s * BM * 16u + i * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
@@ -275,13 +277,13 @@ void store_x(RawX raw, uint i, uint s) {
       }                                                                                                       \
       coopMatStore(c##i##j, y, at, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor);                         \
     } else {                                                                                                  \
-      coopMatStore(c##i##j, edge, sn * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);                         \
+      coopMatStore(c##i##j, scratch, sn * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);                         \
       subgroupMemoryBarrierShared();                                                                          \
       subgroupBarrier();                                                                                      \
       for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {                                \
         const uint m = bm + e / 16u, n = bn + e % 16u;                                                        \
         if (m < pc.n_tokens && n < pc.rows) {                                                                 \
-          const float v = edge[sn * 256u + e];                                                                \
+          const float v = scratch[sn * 256u + e];                                                                \
           if (z > 0u) {                                                                                       \
             part[part0 + m * pc.rows + n] = v;                                                                \
           } else {                                                                                            \

@@ -200,12 +200,15 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
 // not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
 // decode matvecs' option, which needs integer dot products) and K % 128 == 0.
-// Up to 64 tokens for Q4_0 and 16 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
+// Up to 64 tokens for Q4_0 and 32 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
 // 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; q4_0 at 64 tokens 64x14336x4096 103.8 -> 90.8, 64x11008x4096 79.9 ->
 // 72.3, 64x4096x11008 63.2 -> 64.1, 64x4096x4096 34.0 -> 34.2, and the 7B's S_TG at 64 sequences 4230 / 4259 ->
-// 4497 / 4490; q4_K at 64 tokens 106.6 -> 107.7). docs/benchmarks.md has the tables.
-int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 64 : 16; }
+// 4497 / 4490). Q4_K's long-K matrix loses at 32 tokens on the kernel bench, but since whole blocks add the residual
+// as fragments the model gains: the 8B's S_TG at 32 sequences 3006 -> 3225 / 3233 (two tiles). At 64 tokens Q4_K
+// stays on the f16 GEMM: 4280 / 4272 there against 4311 / 4328 on the int8 GEMM's best tile (64 x 64, 2 splits;
+// 4050-4219 on the others), within noise. docs/benchmarks.md has the tables.
+int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 64 : 32; }
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
@@ -213,14 +216,14 @@ struct Q8GemmTile {
 };
 
 // Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
-// per invocation (BN <= WG), and shared memory for two stages of codes and scales, Q4_K's min terms (f16 [16][BN] and
-// [BM][16]) and the per-subgroup edge tile.
+// per invocation (BN <= WG), and shared memory for two stages of codes, Q4_K's min terms (f16 [16][BN] and [BM][16])
+// and the larger of the two stages' scales and the per-subgroup edge tiles (which share their space).
 bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t) {
   const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
   const uint32_t blocks = t.bk / 32;
   const uint64_t min_terms = type == model::GgmlType::Q4_K ? 2ull * 16 * (bn + bm) * 2 : 0;
-  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + 2ull * blocks * (bn + bm) * 4 + min_terms +
-                          uint64_t(t.wn) * 1024;
+  const uint64_t scratch = std::max<uint64_t>(2ull * blocks * (bn + bm) * 4, uint64_t(t.wn) * 1024);
+  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + scratch + min_terms;
   return t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) && bn <= wg &&
          uint64_t(bn) * blocks <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
          wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
@@ -250,7 +253,7 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
   // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
   // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md). Above 32 tokens, four
-  // subgroups (64 rows) and 3 splits, where shared memory allows (Q4_0 only, with Q4_K's 16-token limit): X's
+  // subgroups (64 rows) and 3 splits, where shared memory allows (Q4_0 only, with Q4_K's 32-token limit): X's
   // 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as many subgroups (H200,
   // the 7B's S_TG at 64 sequences 4470 / 4480 on 32 rows with 2 splits, 4667 / 4673 on 64 rows with 2, 4728 / 4730
   // with 3; 64 rows on two subgroups of two fragments: 3884 / 3898).
