@@ -220,12 +220,12 @@ void store_x(RawX raw, uint i, uint s) {
 #define A_LOAD(i)                                                                                            \
   if (i < FM) {                                                                                             \
     coopMatLoad(a##i, codes, s * STAGE + XS_BASE + i * 16u * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutRowMajor); \
-    coopMatLoad(xs##i, scratch, XSC_BASE + s * BLOCKS * BM + b * BM + i * 16u, 0, gl_CooperativeMatrixLayoutColumnMajor);        \
+    coopMatLoad(xs##i, scratch, XSC_BASE + s * BLOCKS * BM + b * BM + i * 16u, 0, gl_CooperativeMatrixLayoutColumnMajor); \
   }
 #define B_LOAD(j)                                                                                            \
   if (j < FN) {                                                                                             \
     coopMatLoad(b##j, codes, s * STAGE + (sn * SN + j * 16u) * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutColumnMajor); \
-    coopMatLoad(ws##j, scratch, WS_BASE + s * BLOCKS * BN + b * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor);  \
+    coopMatLoad(ws##j, scratch, WS_BASE + s * BLOCKS * BN + b * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor); \
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
 #define MIN_A(i) if (i < FM) coopMatLoad(ha##i, xsum, s * BM * 16u + i * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
@@ -277,13 +277,13 @@ void store_x(RawX raw, uint i, uint s) {
       }                                                                                                       \
       coopMatStore(c##i##j, y, at, pc.out_stride, gl_CooperativeMatrixLayoutRowMajor);                         \
     } else {                                                                                                  \
-      coopMatStore(c##i##j, scratch, sn * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);                         \
+      coopMatStore(c##i##j, scratch, sn * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);                      \
       subgroupMemoryBarrierShared();                                                                          \
       subgroupBarrier();                                                                                      \
       for (uint e = gl_SubgroupInvocationID; e < 256u; e += gl_SubgroupSize) {                                \
         const uint m = bm + e / 16u, n = bn + e % 16u;                                                        \
         if (m < pc.n_tokens && n < pc.rows) {                                                                 \
-          const float v = scratch[sn * 256u + e];                                                                \
+          const float v = scratch[sn * 256u + e];                                                             \
           if (z > 0u) {                                                                                       \
             part[part0 + m * pc.rows + n] = v;                                                                \
           } else {                                                                                            \
