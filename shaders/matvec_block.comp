@@ -210,15 +210,22 @@ uint mv_x4(uint s, uint j) { return 16u * (s / MV_SPC) + MV_NW * (s % MV_SPC) + 
 // 2-bit interleaving (quant_blocks.h): slot s of super-block s / 16: half h = (s / 8) % 2, n = s % 8: elements
 // 128h + 32R + 4n .. + 3 for the runs R = 0..3, all in the code bytes 4n..4n+3 of the half (at shifts 2R for the
 // 2-bit fields); group R holds run R. Sub-block of run R: 8h + 2R + n / 4.
-// Q6_K with int8 activations (MV_WIDE): slots of 8 elements per run, n = s % 4, half h = (s / 4) % 2: elements
-// 128h + 32R + 8n .. + 7, code bytes 8n .. 8n + 7 of the half, groups 2R and 2R + 1; sub-block 8h + 2R + n / 2.
-#define MV_NB 4
+// Q6_K with int8 activations (MV_WIDE, MV_Q6_RUNS): slot s = the row's 32-element block s, one run: R = s % 4 of
+// half h = (s / 4) % 2 of super-block s / 8, elements 128h + 32R + l (l < 32), group j = elements 4j .. 4j + 3. Its
+// two 16-element sub-blocks (8h + 2R and + 1) are MvAct's blocks 0 and 1 (a code sum each; both take the one
+// activation block's scale), so a (row, token) pair takes one conversion and scaling per slot: the two sub-blocks'
+// scales act on the integer sums (where slots of 8 elements from each of the 4 runs took four). A run's code bytes
+// are ql[64h + 32(R % 2) + l] (nibble R / 2) and qh[32h + l] (bits 2R): neighbouring slots (R = 0..3) read the
+// same qh words and R, R + 2 the same ql words, in the same load instruction.
 #if defined(X_Q8) && defined(WTYPE_Q6_K)
 #define MV_WIDE
+#define MV_Q6_RUNS
+#define MV_NB 2
 #define MV_SLOT_SHIFT 5u
 #define MV_NX 8
-uint mv_x4(uint s, uint j) { return 32u * (s >> 2) + 2u * (s & 3u) + (j & 1u) + 8u * (j >> 1); }
+uint mv_x4(uint s, uint j) { return 8u * s + j; }
 #else
+#define MV_NB 4
 #define MV_SLOT_SHIFT 4u
 #define MV_NX 4
 uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
@@ -227,10 +234,10 @@ uint mv_x4(uint s, uint j) { return 32u * (s >> 3) + (s & 7u) + 8u * j; }
 #error "matvec_block.comp: quantized weight types only (f32/f16/bf16 use matvec.comp)"
 #endif
 
-#if defined(X_Q8) && defined(MV_WIDE) && !defined(WTYPE_Q6_K)
-// Q4_0, Q4_K and Q5_K slots take their code words in runs of 4 (groups 4r .. 4r + 3 at mv_x4(s, 4r), a multiple of
-// 4): where rows are whole 16-byte words (cols % 128 == 0, as in every model's shapes) each run is one 16-byte load,
-// not four of 4 bytes. (Q6_K's pairs of groups as 8-byte loads slowed the 8B's decode by 3-8 %: docs/benchmarks.md.)
+#if defined(X_Q8) && defined(MV_WIDE)
+// Q4_0, Q4_K, Q5_K and Q6_K slots take their code words in runs of 4 (groups 4r .. 4r + 3 at mv_x4(s, 4r), a multiple
+// of 4): where rows are whole 16-byte words (cols % 128 == 0, as in every model's shapes) each run is one 16-byte
+// load, not four of 4 bytes.
 #define MV_RUN4
 layout(binding = 1) readonly buffer XVec4 { uvec4 xq4[]; };
 #endif
@@ -536,22 +543,36 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 #elif defined(WTYPE_Q6_K)
 // 210 bytes (start at byte 0 or 2 of a word): ql[128] | qh[64] | int8 scales[16] | f16 d. Run R: low nibble R / 2
 // of ql[64h + 32(R % 2) + l], high bits 2R of qh[32h + l], q = code - 32.                     w = (d * sc) * q
-#if defined(MV_WIDE)
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
-  const uint h = (s >> 2) & 1u, n = s & 3u;
-  const uint b = row_byte + 210u * (s >> 3);
-  const uvec2 ql0 = mv_load8(b + 64u * h + 8u * n), ql1 = mv_load8(b + 64u * h + 32u + 8u * n);
-  const uvec2 qh = mv_load8(b + 128u + 32u * h + 8u * n);
-  const uvec2 sw = mv_load8(b + 192u + 8u * h);  // scales[8h .. 8h + 8)
-  const float d = mv_f16(b + 208u);
-  float r = 0.0;
-  for (uint R = 0; R < 4u; ++R) {
-    const uvec2 lo = (((R & 1u) == 0u ? ql0 : ql1) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
-    const uvec2 v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
-    const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 1))), 0, 8);
-    r += (d * float(sc)) * mv_dot_run(uvec4(v, 0u, 0u), 2u, 32.0, a, 2u * R);
+#if defined(MV_Q6_RUNS)
+// Bytes b .. b + 31 (b even) as 8 words: 8 loads, or 9 and a funnel shift each where b starts mid-word.
+void mv_load32(uint b, out uvec4 lo, out uvec4 hi) {
+  const uint w = b >> 2;
+  const uvec4 v0 = uvec4(weight_words[w], weight_words[w + 1u], weight_words[w + 2u], weight_words[w + 3u]);
+  const uvec4 v1 = uvec4(weight_words[w + 4u], weight_words[w + 5u], weight_words[w + 6u], weight_words[w + 7u]);
+  if ((b & 2u) == 0u) {
+    lo = v0, hi = v1;
+    return;
   }
-  return r;
+  const uint v2 = weight_words[w + 8u];  // within the block: qh, the later run, ends 18 bytes before it
+  lo = (v0 >> 16) | (uvec4(v0.yzw, v1.x) << 16);
+  hi = (v1 >> 16) | (uvec4(v1.yzw, v2) << 16);
+}
+// Slot s (run R of half h): d * xs * (sc0 * (c0 . x0 - 32 s0) + sc1 * (c1 . x1 - 32 s1)) over its two sub-blocks,
+// the integer part exact (|sum| < 2^26).
+float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+  const uint R = s & 3u, h = (s >> 2) & 1u;
+  const uint b = row_byte + 210u * (s >> 3);
+  uvec4 ql0, ql1, qh0, qh1;
+  mv_load32(b + 64u * h + 32u * (R & 1u), ql0, ql1);
+  mv_load32(b + 128u + 32u * h, qh0, qh1);
+  const uint nibble = 4u * (R >> 1), high = 2u * R;
+  const uvec4 c0 = ((ql0 >> nibble) & 0x0F0F0F0Fu) | (((qh0 >> high) & 0x03030303u) << 4);
+  const uvec4 c1 = ((ql1 >> nibble) & 0x0F0F0F0Fu) | (((qh1 >> high) & 0x03030303u) << 4);
+  const uint o = b + 192u + 8u * h + 2u * R;  // scales[8h + 2R], scales[8h + 2R + 1]: even, so in one word
+  const int sw = int(weight_words[o >> 2] >> ((o & 2u) * 8u));
+  const int q = bitfieldExtract(sw, 0, 8) * (mv_idot(c0, a, 0) - 32 * a.s[0]) +
+                bitfieldExtract(sw, 8, 8) * (mv_idot(c1, a, 4) - 32 * a.s[1]);
+  return mv_f16(b + 208u) * (a.d[0] * float(q));
 }
 #else
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {

@@ -76,7 +76,9 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
 //        Q4_1 20.4 / 26.6 / 38.2 -> 19.6 / 23.8 / 31.4; MXFP4 32.7 / 48.4 / 82.4 -> 31.4 / 45.6 / 76.5
 //   Q8_0 28.0 / 31.7 / 42.8 -> 31.0 / 33.0 / 47.2, 4096x14336 33.8 / 35.4 / 44.7 -> 42.5 / 43.1 / 47.5
 //   Q6_K 128256x4096 171.6 / 260.6 / 453.0 -> 156.3 / 209.3 / 415.0, where 14336x4096 and 4096x14336 are mixed
-//        (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 / 64.7).
+//        (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 / 64.7); with its slots of
+//        one run (matvec_block.comp's MV_Q6_RUNS) 4096x14336 takes 31.2 / 38.9 / 58.4 on 128x2, 32.4 / 42.9 / 67.9
+//        on 64x4, 31.7 / 39.8 / 57.7 on 64x2 and 32.7 / 40.5 / 71.8 on 128x4, so the rule stays.
 std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
   using model::GgmlType;
   if (tokens > 4 || rows < 4096) return std::nullopt;
