@@ -28,10 +28,11 @@
 // Sinks (has_sinks, binding 10: one f32 logit per query head): slot 0 of subgroup 0 of split 0 starts its online
 // softmax at (m, l) = (sinks[h], 1), acc = 0 (a virtual key of value 0), so every merge below counts it exactly once.
 //
-// MERGE (spec constant 1): the last workgroup of a row to finish merges the row's splits itself (the formula of
-// attention_combine.comp), so no second dispatch and barrier follow: each workgroup writes its partial, makes it
-// visible device-wide and counts itself in counters[row] (atomicAdd); the one that brings the count to the number
-// of splits reads every partial back (coherent), writes the output and resets the counter to 0 for the next step.
+// MERGE (spec constant 1): the last workgroup of a head group to finish merges its rows' splits itself (the formula
+// of attention_combine.comp), so no second dispatch and barrier follow: each workgroup writes its partials, makes
+// them visible device-wide and counts itself in the counter of its first row (atomicAdd); the one that brings the
+// count to the number of splits reads every partial back (coherent), writes the outputs and resets the counter to 0
+// for the next step.
 // A decode step is a chain of small dependent dispatches, each costing a few microseconds at its barrier, so this
 // removes a stage per layer. Q8_OUT (spec constant 2, needs head_dim_v % 32 == 0): that workgroup also writes the
 // row's output as quantize_q8.comp would (int8 per 32 elements, its layout), the input of the int8 output
@@ -92,6 +93,7 @@ layout(constant_id = 2) const bool Q8_OUT = false;
 // Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift for the page
 // sizes the engine uses, powers of two).
 layout(constant_id = 3) const uint PAGE_SIZE = 32;
+#define Q8_FROM_LANES  // q8_block_max8
 #include "q8_rows.glsl"
 layout(push_constant) uniform Push {
   uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
@@ -102,7 +104,6 @@ const uint MAX_C = 4;            // vec4 of q / of the output per lane and head
 const uint MAX_HEADS = 4;
 const uint MAX_SUBGROUPS = 16;   // the host keeps subgroups x HEADS within these
 const uint MAX_HEAD_DIM_V = 256;
-const uint MAX_SPLITS = 64;      // MERGE: the host uses it for at most this many splits
 
 // Keys per split (the split y takes keys [y * split_keys(), (y + 1) * split_keys())).
 uint split_keys() { return MERGE ? split_args[3] : pc.split_keys; }
@@ -115,67 +116,6 @@ shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
 shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
 
 shared bool is_last;
-shared float split_w[MAX_SPLITS];  // exp(m_s - max m) of each split (0 for splits without keys)
-shared float block_max[MAX_HEAD_DIM_V / 4];
-
-// MERGE: the row's merged output (invocation tid < head_dim_v / 4 holds dims 4 tid .. 4 tid + 3), and with Q8_OUT the
-// same as int8 per 32 dims (8 vec4, 8 invocations; q8_rows.glsl).
-void write_row(uint th, uint t, uint h, vec4 merged) {
-  const uint tid = gl_LocalInvocationID.x, DV4 = pc.head_dim_v / 4;
-  if (tid < DV4) {
-    const uint at = th * pc.head_dim_v + 4 * tid;
-    o[at] = merged.x, o[at + 1] = merged.y, o[at + 2] = merged.z, o[at + 3] = merged.w;
-    if (F16_OUT) o16[at / 4u] = uvec2(packHalf2x16(merged.xy), packHalf2x16(merged.zw));
-  }
-  if (!Q8_OUT) return;
-  const vec4 a = abs(merged);
-  if (tid < DV4) block_max[tid] = max(max(a.x, a.y), max(a.z, a.w));
-  barrier();
-  if (tid < DV4) {
-    float m = 0.0;
-    for (uint k = 0; k < 8u; ++k) m = max(m, block_max[(tid & ~7u) + k]);
-    const uint cols = pc.n_heads * pc.head_dim_v, row = q8_row_base(t, cols);
-    const uint g = h * DV4 + tid;  // 4-element group within the token's row
-    q8[row + g] = q8_pack(merged, m);
-    if ((tid & 7u) == 0u) q8[row + q8_scale_word(cols, g)] = q8_scale_bits(m);
-  }
-  barrier();  // block_max is reused by the next head
-}
-
-// MERGE: called by every workgroup after writing its partial of row th; the last one to count merges the row.
-void merge_splits(uint th, uint t, uint h) {
-  const uint tid = gl_LocalInvocationID.x, n_splits = gl_NumWorkGroups.y, row_floats = pc.head_dim_v + 2;
-  memoryBarrierBuffer();  // this workgroup's partial is visible before it is counted
-  barrier();
-  if (tid == 0) is_last = atomicAdd(counters[th], 1u) == n_splits - 1u;
-  barrier();
-  if (!is_last) return;
-  memoryBarrierBuffer();
-  const uint row_base = th * n_splits * row_floats;
-  // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
-  const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
-  // Strided: a workgroup of fewer invocations than splits (4 heads on subgroups of 8: 32 invocations) covers them all.
-  for (uint s = tid; s < used; s += gl_WorkGroupSize.x)
-    split_w[s] = partials[row_base + s * row_floats + pc.head_dim_v];
-  barrier();
-  float big_m = -1.0 / 0.0, den = 0.0;
-  for (uint s = 0; s < used; ++s) big_m = max(big_m, split_w[s]);  // the split of the token's own key: finite
-  barrier();
-  for (uint s = tid; s < used; s += gl_WorkGroupSize.x) split_w[s] = exp(split_w[s] - big_m);
-  barrier();
-  for (uint s = 0; s < used; ++s) den += split_w[s] * partials[row_base + s * row_floats + pc.head_dim_v + 1];
-  const uint DV4 = pc.head_dim_v / 4;
-  vec4 merged = vec4(0.0);
-  if (tid < DV4) {
-    for (uint s = 0; s < used; ++s) {
-      const uint b = row_base + s * row_floats + 4 * tid;
-      merged += split_w[s] * vec4(partials[b], partials[b + 1], partials[b + 2], partials[b + 3]);
-    }
-    merged /= den;
-  }
-  if (tid == 0) counters[th] = 0u;  // every workgroup of this row has counted: ready for the next step
-  write_row(th, t, h, merged);
-}
 
 // The cache row of key j of the sequence whose page-table row starts at page_base.
 uint cache_row(uint page_base, uint j) { return uint(pages[page_base + j / PAGE_SIZE]) * PAGE_SIZE + j % PAGE_SIZE; }
@@ -186,42 +126,84 @@ float slot_sum(float v) {
   return v;
 }
 
-// A head's merged row from the subgroups' entries in shared memory (sg_* index sg * HEADS + hh): the split's partial,
-// or with one split and MERGE the output itself.
-void finish_head(uint hh, uint th, uint t, uint h, uint split) {
-  const uint n_sg = gl_NumSubgroups, DV4 = pc.head_dim_v / 4;
-  float big_m = -1.0 / 0.0;
-  for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i * HEADS + hh]);
-  float big_l = 0.0;
-  for (uint i = 0; i < n_sg; ++i)
-    if (sg_m[i * HEADS + hh] > -1.0 / 0.0) big_l += exp(sg_m[i * HEADS + hh] - big_m) * sg_l[i * HEADS + hh];
-  if (MERGE && gl_NumWorkGroups.y == 1u) {
-    // One split holds every key (a short context): the row is complete here, so no partial, counter or re-read.
-    // The host keeps head_dim_v / 4 <= the workgroup size.
+// Item idx < HEADS * DV4 of the workgroup's rows (head h0 + idx / DV4, dims 4 (idx % DV4) .. + 3), merged: written
+// as f32, as f16 (F16_OUT) and as int8 (Q8_OUT: a 32-dim block's maximum over its 8 items, 8 consecutive invocations
+// of one subgroup, all active: HEADS * DV4 and the workgroup size are multiples of 8; q8_rows.glsl).
+void write_item(uint t, uint h, uint d4, vec4 v) {
+  const uint at = (t * pc.n_heads + h) * pc.head_dim_v + 4 * d4;
+  o[at] = v.x, o[at + 1] = v.y, o[at + 2] = v.z, o[at + 3] = v.w;
+  if (F16_OUT) o16[at / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
+  if (Q8_OUT) {
+    const float m = q8_block_max8(v);
+    const uint cols = pc.n_heads * pc.head_dim_v, row = q8_row_base(t, cols), g = h * (pc.head_dim_v / 4) + d4;
+    q8[row + g] = q8_pack(v, m);
+    if ((g & 7u) == 0u) q8[row + q8_scale_word(cols, g)] = q8_scale_bits(m);
+  }
+}
+
+// The end of a workgroup: its subgroups' (m, l, acc) per head (sg_* at sg * HEADS + hh) merged into the split's
+// partial of each of its HEADS rows, or with MERGE and one split into the rows themselves; with MERGE, the last
+// workgroup of the (token, head group) to count merges the splits of all its rows (the formula of
+// attention_combine.comp; one counter per group, its first head's row counter). Every step covers all HEADS x DV4
+// items at once: a merge per head, one after the other with its own barriers and counter, cost a 4-head workgroup
+// four times the merge's latency (on the H200, about 10 us each at 1 sequence of the 8B).
+void finish_group(uint t, uint h0, uint split) {
+  const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x, n_sg = gl_NumSubgroups;
+  const uint DV = pc.head_dim_v, DV4 = DV / 4, n_items = HEADS * DV4, n_splits = gl_NumWorkGroups.y;
+  const uint row_floats = DV + 2;
+  const bool single = MERGE && n_splits == 1u;  // one split holds every key: no partial, counter or re-read
+  for (uint idx = tid; idx < n_items; idx += WG) {
+    const uint hh = idx / DV4, d4 = idx - hh * DV4;
+    float big_m = -1.0 / 0.0;
+    for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i * HEADS + hh]);
+    float big_l = 0.0;
     vec4 a = vec4(0.0);
-    if (gl_LocalInvocationID.x < DV4)
-      for (uint i = 0; i < n_sg; ++i)
-        if (sg_m[i * HEADS + hh] > -1.0 / 0.0)
-          a += exp(sg_m[i * HEADS + hh] - big_m) * sg_acc[(i * HEADS + hh) * (MAX_HEAD_DIM_V / 4) + gl_LocalInvocationID.x];
-    write_row(th, t, h, a / big_l);
-    return;
+    for (uint i = 0; i < n_sg; ++i) {
+      const uint e = i * HEADS + hh;
+      if (sg_m[e] == -1.0 / 0.0) continue;  // a subgroup without keys
+      const float w = exp(sg_m[e] - big_m);
+      big_l += w * sg_l[e];
+      a += w * sg_acc[e * (MAX_HEAD_DIM_V / 4) + d4];
+    }
+    if (single) {
+      write_item(t, h0 + hh, d4, a / big_l);
+    } else {
+      const uint base = ((t * pc.n_heads + h0 + hh) * n_splits + split) * row_floats;
+      partials[base + 4 * d4] = a.x, partials[base + 4 * d4 + 1] = a.y;
+      partials[base + 4 * d4 + 2] = a.z, partials[base + 4 * d4 + 3] = a.w;
+      if (d4 == 0) {
+        partials[base + DV] = big_m;  // -inf for a split with no keys
+        partials[base + DV + 1] = big_l;
+      }
+    }
   }
-  const uint base = (th * gl_NumWorkGroups.y + split) * (pc.head_dim_v + 2);
-  for (uint d4 = gl_LocalInvocationID.x; d4 < DV4; d4 += gl_WorkGroupSize.x) {
-    vec4 a = vec4(0.0);
-    for (uint i = 0; i < n_sg; ++i)
-      if (sg_m[i * HEADS + hh] > -1.0 / 0.0)
-        a += exp(sg_m[i * HEADS + hh] - big_m) * sg_acc[(i * HEADS + hh) * (MAX_HEAD_DIM_V / 4) + d4];
-    partials[base + 4 * d4] = a.x;
-    partials[base + 4 * d4 + 1] = a.y;
-    partials[base + 4 * d4 + 2] = a.z;
-    partials[base + 4 * d4 + 3] = a.w;
+  if (!MERGE || single) return;
+  const uint counter = t * pc.n_heads + h0;
+  memoryBarrierBuffer();  // this workgroup's partials are visible before it is counted
+  barrier();
+  if (tid == 0) is_last = atomicAdd(counters[counter], 1u) == n_splits - 1u;
+  barrier();
+  if (!is_last) return;
+  memoryBarrierBuffer();
+  // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
+  const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
+  for (uint idx = tid; idx < n_items; idx += WG) {
+    const uint hh = idx / DV4, d4 = idx - hh * DV4;
+    const uint row_base = (t * pc.n_heads + h0 + hh) * n_splits * row_floats;
+    float big_m = -1.0 / 0.0;  // finite: the split of the token's own key
+    for (uint s = 0; s < used; ++s) big_m = max(big_m, partials[row_base + s * row_floats + DV]);
+    float den = 0.0;
+    vec4 merged = vec4(0.0);
+    for (uint s = 0; s < used; ++s) {
+      const uint b = row_base + s * row_floats;
+      const float w = exp(partials[b + DV] - big_m);  // 0 for a split without keys (m = -inf)
+      den += w * partials[b + DV + 1];
+      merged += w * vec4(partials[b + 4 * d4], partials[b + 4 * d4 + 1], partials[b + 4 * d4 + 2],
+                         partials[b + 4 * d4 + 3]);
+    }
+    write_item(t, h0 + hh, d4, merged / den);
   }
-  if (gl_LocalInvocationID.x == 0) {
-    partials[base + pc.head_dim_v] = big_m;  // -inf for a split with no keys
-    partials[base + pc.head_dim_v + 1] = big_l;
-  }
-  if (MERGE) merge_splits(th, t, h);
+  if (tid == 0) counters[counter] = 0u;  // every workgroup of this group has counted: ready for the next step
 }
 
 void main() {
@@ -329,9 +311,5 @@ void main() {
       }
   }
   barrier();
-  for (uint hh = 0; hh < HEADS; ++hh) {
-    const uint h = h0 + hh;
-    finish_head(hh, t * pc.n_heads + h, t, h, split);
-    barrier();  // the next head's merge reuses split_w and is_last
-  }
+  finish_group(t, h0, split);
 }

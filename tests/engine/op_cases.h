@@ -113,6 +113,7 @@ struct AttentionShape {
   int64_t padding = 0;  // padding tokens after the sequences' (at most n_tokens - n_seqs)
   int64_t window = 0;   // sliding window (AttentionOp::window); 0: none
   bool sinks = false;   // per-head sink logits in [-1, 3) (AttentionOp::sinks)
+  bool decode = false;  // a batched decode step (AttentionOp::one_query_per_seq): n_tokens == n_seqs
 };
 
 struct AttentionCase {
@@ -157,6 +158,7 @@ inline AttentionCase attention_case(const AttentionShape& s, uint32_t& seed) {
                                          kv.page_size, kv.pages_per_seq, rows, 1.f / std::sqrt(float(s.head_dim))});
   auto& attn = std::get<engine::AttentionOp>(c.plan.ops.back().op);
   attn.window = s.window;
+  attn.one_query_per_seq = s.decode;
   if (s.sinks) attn.sinks = c.weight("sinks", model::GgmlType::F32, 1, s.heads, seed++, -1.f, 3.f);
   return {std::move(c), out, k_cache};
 }

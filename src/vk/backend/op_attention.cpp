@@ -196,10 +196,11 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
     PipelineOptions options;
     options.full_subgroups = true;
     if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
-    // The last workgroup of each row merges the splits (MERGE, attention_decode.comp's MAX_SPLITS), and with int8
-    // decode matvecs also writes the output projection's int8 input (Q8_OUT): no combine and no quantizer dispatch.
+    // The last workgroup of each head group merges the splits (MERGE; at most 64, as decode_split_keys makes them),
+    // and with int8 decode matvecs also writes the output projection's int8 input (Q8_OUT: a block's maximum over 8
+    // invocations' shuffles): no combine and no quantizer dispatch.
     const bool merge = splits <= 64;
-    const bool q8_out = merge && e.q8_matvec() && op.head_dim_v % 32 == 0;
+    const bool q8_out = merge && e.q8_matvec() && op.head_dim_v % 32 == 0 && sg >= 8;
     const BufferSpan counters = merge ? e.zeroed_buffer(uint64_t(rows) * 4, "attention split counters") : partials;
     const BufferSpan q8 = q8_out ? e.q8_target(Q8Source{.x = op.out, .rows = op.n_tokens,
                                                         .cols = op.n_heads * op.head_dim_v})
