@@ -274,7 +274,7 @@ TEST_CASE("vk decode attention merges its splits and feeds the int8 output proje
 }
 
 // Batched decode steps (one token of each sequence: AttentionOp::one_query_per_seq) with their output projection,
-// with 1, 2 and 4 query heads per workgroup forced (the backend takes 4 from 1024 rows on): f32, f16 and q8_0 caches,
+// with 1, 2 and 4 query heads per workgroup forced (the backend takes 4 from 512 rows on): f32, f16 and q8_0 caches,
 // groups of 2, 3, 4 and 8 query heads per KV head, head dims 16, 64 and 128, sliding windows, sinks, one split
 // (positions < 32) and many. The last workgroup of a head group merges the splits of all its rows at once and also
 // writes the projection's input: int8 for the int8 kernels, f16 for a cooperative-matrix GEMM.

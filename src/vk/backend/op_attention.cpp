@@ -34,14 +34,16 @@ namespace {
 
 // attention_decode.comp's work layout: query heads per workgroup (sharing their KV head's loads), lanes per key slot
 // and vec4 per lane. Several heads per workgroup where a step has rows to spare (a batched decode step: at least
-// 1024 rows, e.g. 32 sequences x 32 heads), since they divide the workgroups; up to 4, dividing the query heads per
+// 512 rows, e.g. 16 sequences x 32 heads), since they divide the workgroups; up to 4, dividing the query heads per
 // KV head, with heads x vec4 per lane <= 4 (registers) and heads x subgroups <= 16 (the shader's shared arrays).
 // Lanes per key: the fewest (a power of two) whose vec4 cover the head dims, so a subgroup scores as many keys at
 // once as it can with the shortest shuffle reductions. GRETA_VK_ATTN_HEADS=1|2|4 forces the heads (measurements).
 // Why 4 (H200, 8B, head dim 128, attention ms per step, `bench --batched --profile`): 4 heads at 64 sequences took
 // 2.90 on 16 lanes x 2 vec4 (140 registers) and 2.57 on 32 lanes x 1 (84); one head at 16 sequences took 1.05 on
 // 8 lanes x 4 (122 registers), 1.41 on 16 x 2 and 2.16 on 32 x 1: the shorter shuffle chains pay until the registers
-// cost occupancy.
+// cost occupancy. From 512 rows (16 sequences of the 8B) since a workgroup merges its heads' splits at once
+// (attention_decode.comp's finish_group): 4 heads at 16 sequences then took 0.90 against one head's 1.05; at 4
+// sequences (128 rows) 0.58 against 0.52, at 1 0.53 against 0.44.
 // The workgroup: 128 invocations (at least a subgroup), fewer where heads x subgroups would pass 16 (small subgroups),
 // never fewer than head_dim_v / 4 (the single-split path writes a row with one vec4 per invocation).
 struct DecodeLayout {
@@ -51,7 +53,7 @@ struct DecodeLayout {
 DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_t subgroup) {
   const uint32_t group = uint32_t(op.n_heads / op.n_kv_heads);
   const uint32_t dim4 = uint32_t(std::max(op.head_dim, op.head_dim_v) / 4);
-  uint32_t heads = rows >= 1024 ? 4 : 1;
+  uint32_t heads = rows >= 512 ? 4 : 1;
   if (const char* v = std::getenv("GRETA_VK_ATTN_HEADS"); v && *v) {
     const std::string_view s(v);
     if (s != "1" && s != "2" && s != "4") fail("GRETA_VK_ATTN_HEADS=", s, ": expected 1, 2 or 4");
