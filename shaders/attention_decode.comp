@@ -146,7 +146,7 @@ void write_item(uint t, uint h, uint d4, vec4 v) {
 // workgroup of the (token, head group) to count merges the splits of all its rows (the formula of
 // attention_combine.comp; one counter per group, its first head's row counter). Every step covers all HEADS x DV4
 // items at once: a merge per head, one after the other with its own barriers and counter, cost a 4-head workgroup
-// four times the merge's latency (on the H200, about 10 us each at 1 sequence of the 8B).
+// four merges' latency in a row (about 6 us each on the H200: docs/benchmarks.md).
 void finish_group(uint t, uint h0, uint split) {
   const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x, n_sg = gl_NumSubgroups;
   const uint DV = pc.head_dim_v, DV4 = DV / 4, n_items = HEADS * DV4, n_splits = gl_NumWorkGroups.y;

@@ -277,7 +277,8 @@ TEST_CASE("vk decode attention merges its splits and feeds the int8 output proje
 // with 1, 2 and 4 query heads per workgroup forced (the backend takes 4 from 512 rows on): f32, f16 and q8_0 caches,
 // groups of 2, 3, 4 and 8 query heads per KV head, head dims 16, 64 and 128, sliding windows, sinks, one split
 // (positions < 32) and many. The last workgroup of a head group merges the splits of all its rows at once and also
-// writes the projection's input: int8 for the int8 kernels, f16 for a cooperative-matrix GEMM.
+// writes the projection's input: int8 for the int8 kernels (checked below), f16 where a cooperative-matrix GEMM
+// reads it.
 TEST_CASE("vk batched decode attention: head groups merged at once, with the output projection's inputs") {
   using engine::ElemType;
   struct Case {
