@@ -299,6 +299,10 @@ float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0) {
 // ---- per type ----------------------------------------------------------------------------------------------------
 //   vec4 mv_xsum(a)                     the sums of x that the type's mins multiply (once per slot, shared by rows)
 //   float mv_slot_dot(row_byte, s, a, xsum)   dot(slot s of the row at byte row_byte, the slot's activations a)
+// or, where a slot's decoding is split from its products (MV_ROW_SPLIT: Q4_0, Q4_K and Q5_K, Q6_K with int8
+// activations, the multi-token types),
+//   MvRow mv_row(row_byte, s)           slot s of the row: its codes and scales, loaded and decoded once per row
+//   float mv_row_dot(w, a, xsum)        dot(that slot, the slot's activations a) for one token
 
 #if defined(MV_LEGACY)
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
@@ -313,15 +317,23 @@ vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 // Code word i of the block from its words i and i + 1, and d from word 0:
 uint mv_code_word(uint lo, uint hi, bool mid) { return mid ? hi : (lo >> 16) | (hi << 16); }
 float mv_block_d(uint v0, bool mid) { return unpackHalf2x16(mid ? v0 >> 16 : v0).x; }
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+#define MV_ROW_SPLIT
+struct MvRow {
+  uvec4 lo, hi;  // the block's codes: low nibbles (elements 0..15), high nibbles (16..31)
+  float d;
+};
+MvRow mv_row(uint row_byte, uint s) {
   const uint b = row_byte + 18u * s, w = b >> 2;
   const bool mid = (b & 2u) != 0u;
   const uint v0 = weight_words[w], v1 = weight_words[w + 1u], v2 = weight_words[w + 2u];
   const uint v3 = weight_words[w + 3u], v4 = weight_words[w + 4u];
   const uvec4 q = uvec4(mv_code_word(v0, v1, mid), mv_code_word(v1, v2, mid), mv_code_word(v2, v3, mid),
                         mv_code_word(v3, v4, mid));
-  const int dot_q = mv_idot(q & 0x0F0F0F0Fu, a, 0) + mv_idot((q >> 4) & 0x0F0F0F0Fu, a, 4);
-  return mv_block_d(v0, mid) * (a.d[0] * float(dot_q - 8 * a.s[0]));
+  return MvRow(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, mv_block_d(v0, mid));
+}
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
+  const int dot_q = mv_idot(w.lo, a, 0) + mv_idot(w.hi, a, 4);
+  return w.d * (a.d[0] * float(dot_q - 8 * a.s[0]));
 }
 
 #elif defined(WTYPE_Q4_0)
@@ -466,7 +478,12 @@ uvec4 mv_words(uint at) {
   return uvec4(weight_words[at], weight_words[at + 1u], 0u, 0u);
 #endif
 }
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+#define MV_ROW_SPLIT
+struct MvRow {
+  uvec4 lo, hi;  // the slot's codes of sub-blocks 2c (low nibbles) and 2c + 1 (high), fifth bits included
+  vec4 scale;    // d * sc and dmin * mn of sub-block 2c, then of 2c + 1
+};
+MvRow mv_row(uint row_byte, uint s) {
   const uint c = (s / MV_SPC) & 3u, k = s % MV_SPC;
   const uint w = (row_byte >> 2) + MV_BLOCK_WORDS * (s / (4u * MV_SPC));
   const uvec4 head = weight_vec4[w >> 2];  // f16 d, f16 dmin | scales[0..12)
@@ -486,10 +503,12 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uvec4 h = mv_words(4u + w + MV_NW * k) >> (2u * c);
   lo |= (h & 0x01010101u) << 4, hi |= (h & 0x02020202u) << 3;
 #endif
-  const float dot_lo = mv_dot_run(lo, MV_NW, 0.0, a, 0);
-  const float dot_hi = mv_dot_run(hi, MV_NW, 0.0, a, MV_NW);
-  return (dm.x * mv_float(sc2 & 0xFFu)) * dot_lo - (dm.y * mv_float(mn2 & 0xFFu)) * xsum.x +
-         (dm.x * mv_float(sc2 >> 8)) * dot_hi - (dm.y * mv_float(mn2 >> 8)) * xsum.y;
+  return MvRow(lo, hi, vec4(dm.x * mv_float(sc2 & 0xFFu), dm.y * mv_float(mn2 & 0xFFu), dm.x * mv_float(sc2 >> 8),
+                            dm.y * mv_float(mn2 >> 8)));
+}
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
+  return w.scale.x * mv_dot_run(w.lo, MV_NW, 0.0, a, 0) - w.scale.y * xsum.x +
+         w.scale.z * mv_dot_run(w.hi, MV_NW, 0.0, a, MV_NW) - w.scale.w * xsum.y;
 }
 
 #else  // Q2_K, Q3_K, Q6_K
@@ -559,7 +578,13 @@ void mv_load32(uint b, out uvec4 lo, out uvec4 hi) {
 }
 // Slot s (run R of half h): d * xs * (sc0 * (c0 . x0 - 32 s0) + sc1 * (c1 . x1 - 32 s1)) over its two sub-blocks,
 // the integer part exact (|sum| < 2^26).
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+#define MV_ROW_SPLIT
+struct MvRow {
+  uvec4 lo, hi;  // the run's codes of its two sub-blocks (elements 0..15, 16..31)
+  int sc0, sc1;  // their scales
+  float d;
+};
+MvRow mv_row(uint row_byte, uint s) {
   const uint R = s & 3u, h = (s >> 2) & 1u;
   const uint b = row_byte + 210u * (s >> 3);
   uvec4 ql0, ql1, qh0, qh1;
@@ -570,9 +595,11 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uvec4 c1 = ((ql1 >> nibble) & 0x0F0F0F0Fu) | (((qh1 >> high) & 0x03030303u) << 4);
   const uint o = b + 192u + 8u * h + 2u * R;  // scales[8h + 2R], scales[8h + 2R + 1]: even, so in one word
   const int sw = int(weight_words[o >> 2] >> ((o & 2u) * 8u));
-  const int q = bitfieldExtract(sw, 0, 8) * (mv_idot(c0, a, 0) - 32 * a.s[0]) +
-                bitfieldExtract(sw, 8, 8) * (mv_idot(c1, a, 4) - 32 * a.s[1]);
-  return mv_f16(b + 208u) * (a.d[0] * float(q));
+  return MvRow(c0, c1, bitfieldExtract(sw, 0, 8), bitfieldExtract(sw, 8, 8), mv_f16(b + 208u));
+}
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
+  const int q = w.sc0 * (mv_idot(w.lo, a, 0) - 32 * a.s[0]) + w.sc1 * (mv_idot(w.hi, a, 4) - 32 * a.s[1]);
+  return w.d * (a.d[0] * float(q));
 }
 #else
 float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
@@ -597,18 +624,30 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 
 // Several tokens per workgroup (spec constant 4, TOKENS, a power of two with ROWS * TOKENS <= MAX_PAIRS, plain input
 // only): workgroup y takes tokens y * TOKENS .. + TOKENS - 1 and every slot's weight words are read once for all of
-// them (each token's mv_slot_dot repeats the same loads and scale decoding from the readonly weights: the compiler
-// merges them; pairs are listed row by row so that one row's decoded words serve all tokens before the next row's),
-// so a step of B decode tokens reads the weights B / TOKENS times instead of B times. Each token's activations are
+// them, and decoded once: mv_row per row, then mv_row_dot per (row, token) pair. (Each pair called the whole
+// mv_slot_dot before, trusting the compiler to merge the repeated loads and scale decoding of a row across tokens;
+// it did not merge all of it: on the H200, 14336x4096 at 4 tokens Q4_K 34.1 -> 30.0 us, Q6_K 61.5 -> 50.8, the
+// 8B's S_TG at 4 sequences +17 %; docs/benchmarks.md.) Types without MV_ROW_SPLIT still decode per pair.
+// So a step of B decode tokens reads the weights B / TOKENS times instead of B times. Each token's activations are
 // loaded once per slot for the ROWS rows: more rows per workgroup spread those loads (and the code sums) over more
 // dot products, which is what a multi-token step's cost per token comes down to (op_matvec.cpp). Per-(row, token)
 // partial sums are named variables acc<row><token> (spec-constant conditions drop the unused ones) rather than an
 // array indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp). The
 // pairs that exist: rows 0-1 with tokens 0..7, rows 2-3 with tokens 0..3, rows 4..7 with tokens 0-1.
 layout(constant_id = 4) const uint TOKENS = 1;
-#define ROW_DOT(r, u) \
-  if (r < ROWS && u < TOKENS)                                                                                     \
-    acc##r##u += mv_slot_dot((expert_row0 + min(row0 + r, pc.rows - 1u)) * pc.row_bytes, s, a##u, xsum##u);
+#if !defined(MV_ROW_SPLIT)
+// The other types: a row's slot is its position, decoded per token by mv_slot_dot.
+struct MvRow {
+  uint row_byte, s;
+};
+MvRow mv_row(uint row_byte, uint s) { return MvRow(row_byte, s); }
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) { return mv_slot_dot(w.row_byte, w.s, a, xsum); }
+#endif
+#define ROW_LOAD(r) \
+  MvRow w##r;       \
+  if (r < ROWS) w##r = mv_row((expert_row0 + min(row0 + r, pc.rows - 1u)) * pc.row_bytes, s);
+#define FOR_ROWS(M) M(0) M(1) M(2) M(3) M(4) M(5) M(6) M(7)
+#define ROW_DOT(r, u) if (r < ROWS && u < TOKENS) acc##r##u += mv_row_dot(w##r, a##u, xsum##u);
 #define ROW_REDUCE(r, u)                                                                         \
   if (r < ROWS && u < TOKENS) {                                                                  \
     const float v = subgroupAdd(acc##r##u);                                                      \
@@ -724,6 +763,7 @@ void main() {
     for (uint s = tid; s < slots; s += wg) {
       FOR_TOKENS(TOKEN_LOAD)
       // Rows past the end (the last group) repeat the last row; their sums are not written.
+      FOR_ROWS(ROW_LOAD)
       FOR_PAIRS(ROW_DOT)
     }
     FOR_PAIRS(ROW_REDUCE)
