@@ -41,6 +41,7 @@ layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
 #include "dequant.glsl"  // dq_k4_scale_min
+#include "q8_rows.glsl"   // q8_biased_float
 
 layout(constant_id = 1) const uint FM = 1;  // fragments of 16 tokens: BM = 16 FM
 layout(constant_id = 2) const uint FN = 2;  // fragments of 16 rows per subgroup
@@ -48,6 +49,7 @@ layout(constant_id = 3) const uint WN = 4;  // subgroups
 layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x
 layout(constant_id = 6) const uint BK = 128;  // 128 or 256
 layout(constant_id = 10) const uint SPLIT_K = 1;
+layout(constant_id = 11) const bool BIASED_SUMS = false;  // BLOCK_MMA's conversion, per type (op_matmul.cpp)
 const uint BLOCKS = BK / 32;
 const uint BM = 16 * FM, SN = 16 * FN, BN = WN * SN;
 const uint LDS = BK / 16 + 1;  // row stride of the staged codes, in uvec4
@@ -211,11 +213,18 @@ void store_x(RawX raw, uint i, uint s) {
   W_STORE(7, s)                                                                                            \
   X_STORE(0, s) X_STORE(1, s) X_STORE(2, s) X_STORE(3, s) H_STORE(s, k0)
 
-// Block b's product for fragment (i, j), scaled into c_ij.
+// Block b's product for fragment (i, j), scaled into c_ij. BIASED_SUMS: the integer product starts at Q8_FLOAT_BIAS
+// (|sums| of 32 int8 x 4-bit products < 2^22), so each element becomes a float with one add (q8_rows.glsl), where
+// converting the fragment (FRAG_C(p)) takes a conversion instruction per element and block.
 #define BLOCK_MMA(i, j)                                                                                      \
   if (i < FM && j < FN) {                                                                                   \
-    FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(0));                                                        \
-    c##i##j += FRAG_C(p) * ws##j * xs##i;                                                                   \
+    if (BIASED_SUMS) {                                                                                      \
+      const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                    \
+      const FRAG_C scale = ws##j * xs##i;                                                                   \
+      for (int e = 0; e < p.length(); ++e) c##i##j[e] += q8_biased_float(p[e]) * scale[e];                  \
+    } else {                                                                                                \
+      c##i##j += FRAG_C(coopMatMulAdd(a##i, b##j, FRAG_I(0))) * ws##j * xs##i;                              \
+    }                                                                                                       \
   }
 #define A_LOAD(i)                                                                                            \
   if (i < FM) {                                                                                             \

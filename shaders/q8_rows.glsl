@@ -17,6 +17,12 @@ uint q8_pack(vec4 a, float block_max) {
 // The block's scale d, as stored.
 uint q8_scale_bits(float block_max) { return floatBitsToUint(block_max / 127.0); }
 
+// Integer sums of int8 products as floats without a conversion instruction (conversions issue on a narrower pipe
+// than adds on NVIDIA's SMs): an integer sum i (|i| < 2^22) started at Q8_FLOAT_BIAS holds the bits of
+// the float 1.5 * 2^23 + i, exactly (the ulp there is 1), and q8_biased_float subtracts the 1.5 * 2^23: one float add.
+const int Q8_FLOAT_BIAS = 0x4B400000;
+float q8_biased_float(int biased) { return intBitsToFloat(biased) - 12582912.0; }
+
 #if defined(Q8_FROM_LANES)
 // The largest magnitude of a 32-element block held as one vec4 by each of 8 consecutive invocations of a subgroup
 // (the first at a multiple of 8, all 8 active): the writers of a copy made beside an f32 output (rmsnorm.comp and

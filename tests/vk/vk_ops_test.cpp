@@ -502,10 +502,11 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
 
 // The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0 and Q4_K on int8 activations;
 // H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of 16 (5, 33)
-// and whole ones (16, 32, 64; Q4_K past 32 on forced tiles only), rows that leave partial tiles (101, 165), a row
+// and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row
 // length of 256 and one of 1280 (10 K steps of 128: uneven splits), with and without the fused residual add (at 16,
 // 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge blocks), on the automatic tile
-// and split (Q4_0 past 32 tokens: 64 rows on four subgroups, 3 splits), forced splits (1, 3) and forced tiles (two
+// and split (past 32 tokens: 64 rows on four subgroups, 3 splits for Q4_0 and 2 for Q4_K, whose block sums
+// are biased integers: matmul_coopmat_q8's BIASED_SUMS), forced splits (1, 3) and forced tiles (two
 // subgroups of two fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that
 // fills 48 KiB with the edge tiles in the scales' space; K steps of 256).
 TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial tiles, splits, tiles, residual") {
@@ -536,8 +537,6 @@ TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial
       for (int64_t n : {int64_t(5), int64_t(16), int64_t(32), int64_t(33), int64_t(64)})
         for (int64_t cols : {int64_t(256), int64_t(1280)}) {
           if (v.tile && (n == 32 || (cols == 256 && n != 33))) continue;  // forced tiles: long rows, one short case
-          // The automatic choice takes it up to 64 tokens for Q4_0, 32 for Q4_K.
-          if (!v.tile && n > (type == GgmlType::Q4_0 ? 64 : 32)) continue;
           const bool residual = n == 33 || n == 32 || n == 16;  // 16, 32: whole blocks on the automatic tile
           const int64_t rows = n == 16 ? 165 : 101;
           const std::string type_name = model::type_name(type);

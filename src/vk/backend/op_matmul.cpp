@@ -200,15 +200,21 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
 // not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
 // decode matvecs' option, which needs integer dot products) and K % 128 == 0.
-// Up to 64 tokens for Q4_0 and 32 for Q4_K, where it measured faster than the f16 GEMM (H200, us with the quantizer,
+// Up to 64 tokens, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
 // 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; q4_0 at 64 tokens 64x14336x4096 103.8 -> 90.8, 64x11008x4096 79.9 ->
 // 72.3, 64x4096x11008 63.2 -> 64.1, 64x4096x4096 34.0 -> 34.2, and the 7B's S_TG at 64 sequences 4230 / 4259 ->
 // 4497 / 4490). Q4_K's long-K matrix loses at 32 tokens on the kernel bench, but since whole blocks add the residual
-// as fragments the model gains: the 8B's S_TG at 32 sequences 3006 -> 3225 / 3233 (two tiles). At 64 tokens Q4_K
-// stays on the f16 GEMM: 4280 / 4272 there against 4311 / 4328 on the int8 GEMM's best tile (64 x 64, 2 splits;
-// 4050-4219 on the others), within noise. docs/benchmarks.md has the tables.
-int64_t q8_gemm_max_tokens(model::GgmlType type) { return type == model::GgmlType::Q4_0 ? 64 : 32; }
+// as fragments the model gains: the 8B's S_TG at 32 sequences 3006 -> 3225 / 3233 (two tiles). Q4_K at 33-64 tokens
+// gains with its integer sums biased (q8_gemm_biased_sums): the 8B's S_TG at 64 sequences 4256 / 4248 on the f16 GEMM,
+// 4286 / 4296 on the int8 GEMM's 64 x 64 tile with 2 splits, 4420 / 4408 with biased sums. docs/benchmarks.md has
+// the tables.
+constexpr int64_t kQ8GemmMaxTokens = 64;
+
+// matmul_coopmat_q8's BIASED_SUMS: each block's integer products become floats by one add instead of a conversion.
+// On for Q4_K (the 8B's S_TG at 64 sequences +3 %, 16 and 32 unchanged), off for Q4_0, which it slowed (the 7B's at
+// 64 sequences 4771 / 4768 -> 4659 / 4684; 16 and 32 unchanged). Both on the H200, docs/benchmarks.md.
+bool q8_gemm_biased_sums(model::GgmlType type) { return type == model::GgmlType::Q4_K; }
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
@@ -229,15 +235,15 @@ bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t)
          wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
 }
 
-// GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK[xSPLIT] forces a tile and optionally its split-K (measurements;
-// up to 64 tokens).
+// GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK[xSPLIT] forces a tile and optionally its split-K
+// (measurements).
 std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type, const engine::MatMulOp& op) {
   const char* v = std::getenv("GRETA_VK_GEMM_Q8");
   if (v && std::string_view(v) == "0") return std::nullopt;
   const bool forced = v && *v;
   // A tile forced for the f16 GEMM (GRETA_VK_COOPMAT_TILE, greta-vk tune's candidates) asks for that kernel.
   if (e.matmul_tuning().forced || tile_from_env(GemmKernel::coopmat, e.info())) return std::nullopt;
-  if (!e.q8_matvec() || !e.features().shader_int8 || op.n_tokens > (forced ? 64 : q8_gemm_max_tokens(type)) ||
+  if (!e.q8_matvec() || !e.features().shader_int8 || op.n_tokens > kQ8GemmMaxTokens ||
       op.in_features % 128 != 0 ||
       !has_weight_shader(WeightKernel::matmul_coopmat_q8, type) ||
       !e.info().supports_coopmat(16, 16, 32, VK_COMPONENT_TYPE_SINT8_KHR, VK_COMPONENT_TYPE_SINT32_KHR))
@@ -253,15 +259,16 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
   // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
   // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md). Above 32 tokens, four
-  // subgroups (64 rows) and 3 splits, where shared memory allows (Q4_0 only, with Q4_K's 32-token limit): X's
-  // 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as many subgroups (H200,
-  // the 7B's S_TG at 64 sequences 4470 / 4480 on 32 rows with 2 splits, 4667 / 4673 on 64 rows with 2, 4728 / 4730
-  // with 3; 64 rows on two subgroups of two fragments: 3884 / 3898).
+  // subgroups (64 rows) and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64 tile fills
+  // NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as
+  // many subgroups (H200, the 7B's S_TG at 64 sequences 4470 / 4480 on 32 rows with 2 splits, 4667 / 4673 on 64
+  // rows with 2, 4728 / 4730 with 3; 64 rows on two subgroups of two fragments: 3884 / 3898; the 8B's Q4_K 4311 /
+  // 4328 with 2 splits, 4219 / 4256 with 3, before its biased sums).
   t.fm = uint32_t((op.n_tokens + 15) / 16);
   if (t.fm > 2) {
     Q8GemmTile wide = t;
     wide.wn = 4;
-    wide.split = 3;
+    wide.split = type == model::GgmlType::Q4_0 ? 3 : 2;
     if (q8_tile_fits(e, type, wide)) return wide;
   }
   if (!q8_tile_fits(e, type, t)) return std::nullopt;
@@ -336,7 +343,9 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
   const ShaderId id = weight_shader(WeightKernel::matmul_coopmat_q8, w.type);
   const auto& p = e.pipeline(
-      id, {{0, t.wn * sg}, {1, t.fm}, {2, t.fn}, {3, t.wn}, {5, accumulate}, {6, t.bk}, {10, split}}, options);
+      id, {{0, t.wn * sg}, {1, t.fm}, {2, t.fn}, {3, t.wn}, {5, accumulate}, {6, t.bk}, {10, split},
+           {11, q8_gemm_biased_sums(w.type)}},
+      options);
   e.dispatch(p, {w.matrix.chunk(0).span(), x, out, sk.partials}, as_push(push), {grid[0], grid[1], split});
   e.note_variant(cat(shader_blob(id).name, " ", bm, "x", bn, "x", t.bk, split > 1 ? cat(" split-K ", split) : ""));
   add_partials(e, sk, op.out, out);
