@@ -298,17 +298,24 @@ float mv_dot2(uint c0, uint c1, float bias, const MvAct a, uint j0) {
 
 // ---- per type ----------------------------------------------------------------------------------------------------
 //   vec4 mv_xsum(a)                     the sums of x that the type's mins multiply (once per slot, shared by rows)
-//   float mv_slot_dot(row_byte, s, a, xsum)   dot(slot s of the row at byte row_byte, the slot's activations a)
-// or, where a slot's decoding is split from its products (MV_ROW_SPLIT: Q4_0, Q4_K and Q5_K, Q6_K with int8
-// activations, the multi-token types),
-//   MvRow mv_row(row_byte, s)           slot s of the row: its codes and scales, loaded and decoded once per row
+//   MvRow mv_row(row_byte, s)           slot s of the row at byte row_byte: its codes and scales, loaded and decoded
+//                                       once per row, whatever the tokens
 //   float mv_row_dot(w, a, xsum)        dot(that slot, the slot's activations a) for one token
 
 #if defined(MV_LEGACY)
 #if defined(WTYPE_Q4_1) || defined(WTYPE_Q5_1)
+#define MV_HAS_MIN
 vec4 mv_xsum(const MvAct a) { return vec4(mv_xsum_block(a, 0), 0.0, 0.0, 0.0); }
 #else
 vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
+#endif
+#if !defined(MV_WIDE)
+// A slot of 8 elements: its two code words (groups 0 and 1, as bytes that MV_CODE_BIAS is subtracted from) and the
+// block's scale d and min m (Q4_1, Q5_1):                                        w = d * (code - MV_CODE_BIAS) + m
+struct MvRow {
+  uint lo, hi;
+  vec2 dm;
+};
 #endif
 
 #if defined(WTYPE_Q4_0) && defined(MV_WIDE)
@@ -317,7 +324,6 @@ vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 // Code word i of the block from its words i and i + 1, and d from word 0:
 uint mv_code_word(uint lo, uint hi, bool mid) { return mid ? hi : (lo >> 16) | (hi << 16); }
 float mv_block_d(uint v0, bool mid) { return unpackHalf2x16(mid ? v0 >> 16 : v0).x; }
-#define MV_ROW_SPLIT
 struct MvRow {
   uvec4 lo, hi;  // the block's codes: low nibbles (elements 0..15), high nibbles (16..31)
   float d;
@@ -338,45 +344,45 @@ float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
 
 #elif defined(WTYPE_Q4_0)
 // 18 bytes: f16 d | qs[16].                                                                  w = (q - 8) * d
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+const float MV_CODE_BIAS = 8.0;
+MvRow mv_row(uint row_byte, uint s) {
   const uint b = row_byte + 18u * (s >> 2);
   const uint q = mv_load4(b + 2u + 4u * (s & 3u));
-  return mv_f16(b) * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 8.0, a, 0);
+  return MvRow(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, vec2(mv_f16(b), 0.0));
 }
 
 #elif defined(WTYPE_Q4_1)
 // 20 bytes (rows are whole words, so blocks are word-aligned): f16 d, f16 m | qs[16].       w = q * d + m
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+const float MV_CODE_BIAS = 0.0;
+MvRow mv_row(uint row_byte, uint s) {
   const uint w = (row_byte + 20u * (s >> 2)) >> 2;
-  const vec2 dm = unpackHalf2x16(weight_words[w]);
   const uint q = weight_words[w + 1u + (s & 3u)];
-  return dm.x * mv_dot2(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, 0.0, a, 0) + dm.y * xsum.x;
+  return MvRow(q & 0x0F0F0F0Fu, (q >> 4) & 0x0F0F0F0Fu, unpackHalf2x16(weight_words[w]));
 }
 
 #elif defined(WTYPE_Q5_0) || defined(WTYPE_Q5_1)
 // Q5_0, 22 bytes: f16 d | qh (u32) | qs[16].                                                  w = (q - 16) * d
 // Q5_1, 24 bytes (word-aligned): f16 d, f16 m | qh | qs[16].                                  w = q * d + m
 // Fifth bit of element j: bit j of qh.
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+#if defined(WTYPE_Q5_0)
+const float MV_CODE_BIAS = 16.0;
+#else
+const float MV_CODE_BIAS = 0.0;
+#endif
+MvRow mv_row(uint row_byte, uint s) {
   const uint k = s & 3u;
 #if defined(WTYPE_Q5_0)
   const uint b = row_byte + 22u * (s >> 2);
   const uint qh = mv_load4(b + 2u), q = mv_load4(b + 6u + 4u * k);
-  const float bias = 16.0;
+  const vec2 dm = vec2(mv_f16(b), 0.0);
 #else
   const uint w = (row_byte + 24u * (s >> 2)) >> 2;
   const uint qh = weight_words[w + 1u], q = weight_words[w + 2u + k];
-  const float bias = 0.0;
+  const vec2 dm = unpackHalf2x16(weight_words[w]);
 #endif
   const uint lo = (q & 0x0F0F0F0Fu) | (mv_spread4((qh >> (4u * k)) & 0xFu) << 4);
   const uint hi = ((q >> 4) & 0x0F0F0F0Fu) | (mv_spread4((qh >> (16u + 4u * k)) & 0xFu) << 4);
-  const float dot_q = mv_dot2(lo, hi, bias, a, 0);
-#if defined(WTYPE_Q5_0)
-  return mv_f16(b) * dot_q;
-#else
-  const vec2 dm = unpackHalf2x16(weight_words[w]);
-  return dm.x * dot_q + dm.y * xsum.x;
-#endif
+  return MvRow(lo, hi, dm);
 }
 
 #elif defined(WTYPE_IQ4_NL) || defined(WTYPE_IQ4_XS) || defined(WTYPE_MXFP4)
@@ -384,10 +390,10 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 // bytes: signed int8 for the integer dot product (X_Q8), or value + 128 (0..255, the 2^23 trick's range) with the
 // bias 128 for f32 activations.
 #if defined(X_Q8)
-const float MV_LUT_BIAS = 0.0;
+const float MV_CODE_BIAS = 0.0;
 const uint MV_LUT_FLIP = 0u;
 #else
-const float MV_LUT_BIAS = 128.0;
+const float MV_CODE_BIAS = 128.0;
 const uint MV_LUT_FLIP = 0x80u;  // two's complement byte ^ 0x80 = value + 128
 #endif
 // A code byte (two codes) -> its two table bytes: low nibble's in bits 0..7, high nibble's in bits 8..15. Filled once
@@ -402,58 +408,67 @@ void mv_lut_init() {
   }
   barrier();
 }
-// The slot's code word q (low nibbles: group 0, high nibbles: group 1) dotted with its activations, unscaled.
-float mv_lut_dot(uint q, const MvAct a) {
+// The slot of code word q (low nibbles: group 0, high nibbles: group 1) with scale d: its table bytes.
+MvRow mv_lut_row(uint q, float d) {
   const uint p0 = mv_lut_pairs[q & 0xFFu], p1 = mv_lut_pairs[(q >> 8) & 0xFFu];
   const uint p2 = mv_lut_pairs[(q >> 16) & 0xFFu], p3 = mv_lut_pairs[q >> 24];
   const uint g0 = (p0 & 0xFFu) | ((p1 & 0xFFu) << 8) | ((p2 & 0xFFu) << 16) | ((p3 & 0xFFu) << 24);
   const uint g1 = (p0 >> 8) | (p1 & 0xFF00u) | ((p2 & 0xFF00u) << 8) | ((p3 & 0xFF00u) << 16);
-  return mv_dot2(g0, g1, MV_LUT_BIAS, a, 0);
+  return MvRow(g0, g1, vec2(d, 0.0));
 }
 
 #if defined(WTYPE_IQ4_NL)
 // 18 bytes: f16 d | qs[16].                                                                  w = d * table[q]
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+MvRow mv_row(uint row_byte, uint s) {
   const uint b = row_byte + 18u * (s >> 2);
-  return mv_f16(b) * mv_lut_dot(mv_load4(b + 2u + 4u * (s & 3u)), a);
+  return mv_lut_row(mv_load4(b + 2u + 4u * (s & 3u)), mv_f16(b));
 }
 
 #elif defined(WTYPE_IQ4_XS)
 // 136 bytes (word-aligned): f16 d, u16 scales_h | scales_l[4] | qs[128]; block u = s / 4 is sub-block u % 8 of
 // super-block u / 8, its 6-bit code: nibble of scales_l at bit 4 (u % 8) | bits 2 (u % 8) of scales_h << 4.
 //                                                                                     w = (d * (ls - 32)) * table[q]
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+MvRow mv_row(uint row_byte, uint s) {
   const uint u = s >> 2, ib = u & 7u;
   const uint w = (row_byte >> 2) + 34u * (u >> 3);
   const uint w0 = weight_words[w];
   const uint ls = dq_iq4_xs_scale(w0, weight_words[w + 1u], ib);
   const float dl = unpackHalf2x16(w0).x * (mv_float(ls) - 32.0);
-  return dl * mv_lut_dot(weight_words[w + 2u + 4u * ib + (s & 3u)], a);
+  return mv_lut_row(weight_words[w + 2u + 4u * ib + (s & 3u)], dl);
 }
 
 #else  // MXFP4
 // 17 bytes (blocks start at any byte): e (E8M0) | qs[16].                          w = table[q] * 2^(e - 128)
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+MvRow mv_row(uint row_byte, uint s) {
   const uint b = row_byte + 17u * (s >> 2);
-  const uint e = read_u8(b);
-  return dq_e8m0_half(e) * mv_lut_dot(read_u32_unaligned(b + 1u + 4u * (s & 3u)), a);
+  return mv_lut_row(read_u32_unaligned(b + 1u + 4u * (s & 3u)), dq_e8m0_half(read_u8(b)));
 }
 #endif
 
 #elif defined(WTYPE_Q8_0)
 // 34 bytes: f16 d | int8 qs[32]; quarter k holds code words k and k + 4.                     w = qs * d
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
-  const uint b = row_byte + 34u * (s >> 2), qb = b + 2u + 4u * (s & 3u);
+// Signed codes straight into the signed integer dot product (X_Q8), or int8 + 128 (bytes 0..255 for the 2^23 trick).
 #if defined(X_Q8)
-  // Signed codes straight into the signed integer dot product.
-  const uint q0 = mv_load4(qb), q1 = mv_load4(qb + 16u);
-  const float bias = 0.0;
+const float MV_CODE_BIAS = 0.0;
+const uint MV_CODE_FLIP = 0u;
 #else
-  // int8 + 128: bytes 0..255 for the 2^23 trick.
-  const uint q0 = mv_load4(qb) ^ 0x80808080u, q1 = mv_load4(qb + 16u) ^ 0x80808080u;
-  const float bias = 128.0;
+const float MV_CODE_BIAS = 128.0;
+const uint MV_CODE_FLIP = 0x80808080u;
 #endif
-  return mv_f16(b) * mv_dot2(q0, q1, bias, a, 0);
+MvRow mv_row(uint row_byte, uint s) {
+  const uint b = row_byte + 34u * (s >> 2), qb = b + 2u + 4u * (s & 3u);
+  return MvRow(mv_load4(qb) ^ MV_CODE_FLIP, mv_load4(qb + 16u) ^ MV_CODE_FLIP, vec2(mv_f16(b), 0.0));
+}
+#endif
+
+#if !defined(MV_WIDE)
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
+  const float dot_q = w.dm.x * mv_dot2(w.lo, w.hi, MV_CODE_BIAS, a, 0);
+#if defined(MV_HAS_MIN)
+  return dot_q + w.dm.y * xsum.x;
+#else
+  return dot_q;
+#endif
 }
 #endif
 
@@ -478,7 +493,6 @@ uvec4 mv_words(uint at) {
   return uvec4(weight_words[at], weight_words[at + 1u], 0u, 0u);
 #endif
 }
-#define MV_ROW_SPLIT
 struct MvRow {
   uvec4 lo, hi;  // the slot's codes of sub-blocks 2c (low nibbles) and 2c + 1 (high), fifth bits included
   vec4 scale;    // d * sc and dmin * mn of sub-block 2c, then of 2c + 1
@@ -519,20 +533,30 @@ vec4 mv_xsum(const MvAct a) {
 #else
 vec4 mv_xsum(const MvAct a) { return vec4(0.0); }
 #endif
+#if !defined(MV_Q6_RUNS)
+// A slot of the runs R = 0..3: run R's code word (bytes that MV_CODE_BIAS is subtracted from), its sub-block's
+// scale and (Q2_K) min:                                             w = scale[R] * (code - MV_CODE_BIAS) - min[R]
+struct MvRow {
+  uvec4 v;
+  vec4 scale, mn;
+};
+#endif
 
 #if defined(WTYPE_Q2_K)
 // 84 bytes, word-aligned: scales[16] (lo: scale, hi: min) | qs[64] | f16 d | f16 dmin.      w = (d * sc) * q - dmin * mn
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+const float MV_CODE_BIAS = 0.0;
+MvRow mv_row(uint row_byte, uint s) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint w = (row_byte >> 2) + 21u * (s >> 4);
   const vec2 dm = unpackHalf2x16(weight_words[w + 20u]);
   const uvec2 sw = uvec2(weight_words[w + 2u * h], weight_words[w + 2u * h + 1u]);  // scales[8h .. 8h + 8)
   const uint q = weight_words[w + 4u + 8u * h + n];
-  float r = 0.0;
-  for (uint R = 0; R < 4u; ++R) {
+  MvRow r;
+  [[unroll]] for (uint R = 0; R < 4u; ++R) {
     const uint sm = mv_byte(sw, 2u * R + (n >> 2));
-    r += (dm.x * mv_float(sm & 0x0Fu)) * mv_dot((q >> (2u * R)) & 0x03030303u, 0.0, a, R) -
-         (dm.y * mv_float(sm >> 4)) * xsum[R];
+    r.v[R] = (q >> (2u * R)) & 0x03030303u;
+    r.scale[R] = dm.x * mv_float(sm & 0x0Fu);
+    r.mn[R] = dm.y * mv_float(sm >> 4);
   }
   return r;
 }
@@ -541,7 +565,8 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 // 110 bytes (start at byte 0 or 2 of a word): hmask[32] | qs[64] | scales[12] | f16 d. Stored code v = low 2 bits |
 // hmask bit << 2, q = v - 4; 6-bit scale code of sub-block 8h + m: low nibble h of scales[m], high bits
 // 2 * (2h + m / 4) of scales[8 + m % 4]; sc = code - 32.                                      w = (d * sc) * q
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+const float MV_CODE_BIAS = 4.0;
+MvRow mv_row(uint row_byte, uint s) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint b = row_byte + 110u * (s >> 4);
   const uint hm = mv_load4(b + 4u * n) >> (4u * h);  // bit R of each byte: run R's high bit
@@ -549,12 +574,13 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
   const uvec2 sl = mv_load8(b + 96u);                // scales[0..8)
   const uint shi = mv_load4(b + 104u);               // scales[8..12)
   const float d = mv_f16(b + 108u);
-  float r = 0.0;
-  for (uint R = 0; R < 4u; ++R) {
+  MvRow r;
+  r.mn = vec4(0.0);
+  [[unroll]] for (uint R = 0; R < 4u; ++R) {
     const uint m = 2u * R + (n >> 2);
     const uint code = ((mv_byte(sl, m) >> (4u * h)) & 0x0Fu) | (((shi >> (8u * (m & 3u) + 4u * h + 2u * (R >> 1))) & 3u) << 4);
-    const uint v = ((q >> (2u * R)) & 0x03030303u) | (((hm >> R) & 0x01010101u) << 2);
-    r += (d * (mv_float(code) - 32.0)) * mv_dot(v, 4.0, a, R);
+    r.v[R] = ((q >> (2u * R)) & 0x03030303u) | (((hm >> R) & 0x01010101u) << 2);
+    r.scale[R] = d * (mv_float(code) - 32.0);
   }
   return r;
 }
@@ -578,7 +604,6 @@ void mv_load32(uint b, out uvec4 lo, out uvec4 hi) {
 }
 // Slot s (run R of half h): d * xs * (sc0 * (c0 . x0 - 32 s0) + sc1 * (c1 . x1 - 32 s1)) over its two sub-blocks,
 // the integer part exact (|sum| < 2^26).
-#define MV_ROW_SPLIT
 struct MvRow {
   uvec4 lo, hi;  // the run's codes of its two sub-blocks (elements 0..15, 16..31)
   int sc0, sc1;  // their scales
@@ -602,23 +627,36 @@ float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
   return w.d * (a.d[0] * float(q));
 }
 #else
-float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
+const float MV_CODE_BIAS = 32.0;
+MvRow mv_row(uint row_byte, uint s) {
   const uint h = (s >> 3) & 1u, n = s & 7u;
   const uint b = row_byte + 210u * (s >> 4);
   const uint ql0 = mv_load4(b + 64u * h + 4u * n), ql1 = mv_load4(b + 64u * h + 32u + 4u * n);
   const uint qh = mv_load4(b + 128u + 32u * h + 4u * n);
   const uvec2 sw = mv_load8(b + 192u + 8u * h);  // scales[8h .. 8h + 8)
   const float d = mv_f16(b + 208u);
-  float r = 0.0;
-  for (uint R = 0; R < 4u; ++R) {
+  MvRow r;
+  r.mn = vec4(0.0);
+  [[unroll]] for (uint R = 0; R < 4u; ++R) {
     const uint lo = (((R & 1u) == 0u ? ql0 : ql1) >> (4u * (R >> 1))) & 0x0F0F0F0Fu;
-    const uint v = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
-    const int sc = bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 2))), 0, 8);
-    r += (d * float(sc)) * mv_dot(v, 32.0, a, R);
+    r.v[R] = lo | (((qh >> (2u * R)) & 0x03030303u) << 4);
+    r.scale[R] = d * float(bitfieldExtract(int(mv_byte(sw, 2u * R + (n >> 2))), 0, 8));
   }
   return r;
 }
 #endif
+#endif  // Q2_K, Q3_K, Q6_K
+#if !defined(MV_Q6_RUNS)
+float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
+  float r = 0.0;
+  [[unroll]] for (uint R = 0; R < 4u; ++R) {
+    r += w.scale[R] * mv_dot(w.v[R], MV_CODE_BIAS, a, R);
+#if defined(WTYPE_Q2_K)
+    r -= w.mn[R] * xsum[R];
+#endif
+  }
+  return r;
+}
 #endif
 #endif
 
@@ -627,7 +665,7 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 // them, and decoded once: mv_row per row, then mv_row_dot per (row, token) pair. (Each pair called the whole
 // mv_slot_dot before, trusting the compiler to merge the repeated loads and scale decoding of a row across tokens;
 // it did not merge all of it: on the H200, 14336x4096 at 4 tokens Q4_K 34.1 -> 30.0 us, Q6_K 61.5 -> 50.8, the
-// 8B's S_TG at 4 sequences +17 %; docs/benchmarks.md.) Types without MV_ROW_SPLIT still decode per pair.
+// 8B's S_TG at 4 sequences +17 %; docs/benchmarks.md.)
 // So a step of B decode tokens reads the weights B / TOKENS times instead of B times. Each token's activations are
 // loaded once per slot for the ROWS rows: more rows per workgroup spread those loads (and the code sums) over more
 // dot products, which is what a multi-token step's cost per token comes down to (op_matvec.cpp). Per-(row, token)
@@ -635,14 +673,6 @@ float mv_slot_dot(uint row_byte, uint s, const MvAct a, vec4 xsum) {
 // array indexed in loops bounded by ROWS: the H100 driver keeps such arrays in memory (see matmul_coopmat.comp). The
 // pairs that exist: rows 0-1 with tokens 0..7, rows 2-3 with tokens 0..3, rows 4..7 with tokens 0-1.
 layout(constant_id = 4) const uint TOKENS = 1;
-#if !defined(MV_ROW_SPLIT)
-// The other types: a row's slot is its position, decoded per token by mv_slot_dot.
-struct MvRow {
-  uint row_byte, s;
-};
-MvRow mv_row(uint row_byte, uint s) { return MvRow(row_byte, s); }
-float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) { return mv_slot_dot(w.row_byte, w.s, a, xsum); }
-#endif
 #define ROW_LOAD(r) \
   MvRow w##r;       \
   if (r < ROWS) w##r = mv_row((expert_row0 + min(row0 + r, pc.rows - 1u)) * pc.row_bytes, s);
