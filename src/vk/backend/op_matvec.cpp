@@ -65,7 +65,8 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
 // The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens on matrices of 4096 rows or more, if not the
 // defaults: 64 invocations x 4 rows, which share every token's activations over 4 rows, for every type but Q8_0
 // (slower), Q3_K (within noise), Q5_0 and Q5_1 (an 8B-shape Q5_0 file's tg128 246 -> 231), Q4_1 at one token (a
-// Q4_1 file's tg128 319 -> 314, where its S_TG at 4 sequences went 613 -> 756) and Q6_K below 32768 rows (mixed).
+// Q4_1 file's tg128 319 -> 314, where its S_TG at 4 sequences went 613 -> 756) and Q6_K below 32768 rows at 1-2
+// tokens (mixed).
 // With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K: matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two
 // per invocation. On the H200, us at 1 / 2 / 4 tokens, 128 invocations x 2 rows (4 for Q4_0 from 4096 and Q4_K from
 // 8192 rows at 2-4 tokens) -> 64x4 (docs/benchmarks.md):
@@ -78,13 +79,16 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
 //   Q6_K 128256x4096 171.6 / 260.6 / 453.0 -> 156.3 / 209.3 / 415.0, where 14336x4096 and 4096x14336 are mixed
 //        (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 / 64.7); with its slots of
 //        one run (matvec_block.comp's MV_Q6_RUNS) 4096x14336 takes 31.2 / 38.9 / 58.4 on 128x2, 32.4 / 42.9 / 67.9
-//        on 64x4, 31.7 / 39.8 / 57.7 on 64x2 and 32.7 / 40.5 / 71.8 on 128x4, so the rule stays.
+//        on 64x4, 31.7 / 39.8 / 57.7 on 64x2 and 32.7 / 40.5 / 71.8 on 128x4, so the rule stays below 4 tokens. At 4
+//        tokens, since a row's slot is decoded once for all tokens (matvec_block.comp's mv_row), 64x4 wins: 2 / 4
+//        tokens 34.6 / 50.9 us on 128x2, 34.3 / 53.4 on 64x2, 36.2 / 44.3 on 64x4, 35.5 / 47.6 on 128x4.
 std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
   using model::GgmlType;
   if (tokens > 4 || rows < 4096) return std::nullopt;
   if (type == GgmlType::Q8_0 || type == GgmlType::Q3_K || type == GgmlType::Q5_0 || type == GgmlType::Q5_1)
     return std::nullopt;
-  if ((type == GgmlType::Q6_K && rows < 32768) || (type == GgmlType::Q4_1 && tokens < 2)) return std::nullopt;
+  if ((type == GgmlType::Q6_K && rows < 32768 && tokens < 4) || (type == GgmlType::Q4_1 && tokens < 2))
+    return std::nullopt;
   return std::pair<uint32_t, uint32_t>{64, 4};
 }
 
