@@ -662,11 +662,10 @@ float mv_row_dot(const MvRow w, const MvAct a, vec4 xsum) {
 
 // Several tokens per workgroup (spec constant 4, TOKENS, a power of two with ROWS * TOKENS <= MAX_PAIRS, plain input
 // only): workgroup y takes tokens y * TOKENS .. + TOKENS - 1 and every slot's weight words are read once for all of
-// them, and decoded once: mv_row per row, then mv_row_dot per (row, token) pair. (Each pair called the whole
-// mv_slot_dot before, trusting the compiler to merge the repeated loads and scale decoding of a row across tokens;
-// it did not merge all of it: on the H200, 14336x4096 at 4 tokens Q4_K 34.1 -> 30.0 us, Q6_K 61.5 -> 50.8, the
-// 8B's S_TG at 4 sequences +17 %; docs/benchmarks.md.)
-// So a step of B decode tokens reads the weights B / TOKENS times instead of B times. Each token's activations are
+// them, and decoded once: mv_row per row, then mv_row_dot per (row, token) pair. (Left to the compiler, a decoding
+// written per pair was not merged across tokens: splitting it took 14336x4096 Q4_K at 4 tokens from 34.1 to 30.0 us
+// on the H200; docs/benchmarks.md.) So a step of B decode tokens reads and decodes the weights B / TOKENS times
+// instead of B times. Each token's activations are
 // loaded once per slot for the ROWS rows: more rows per workgroup spread those loads (and the code sums) over more
 // dot products, which is what a multi-token step's cost per token comes down to (op_matvec.cpp). Per-(row, token)
 // partial sums are named variables acc<row><token> (spec-constant conditions drop the unused ones) rather than an
