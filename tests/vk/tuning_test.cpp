@@ -340,7 +340,7 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   const fs::path dir = vt::scratch_dir("tuning-cli");
   fs::remove(dir / TuningCache::kFileName);
   const std::string model = gt::shared_path("models/synth-llama-d256-q4_0.gguf");
-  const std::vector<std::string> args = {GRETA_VK_CLI, "tune", model, "--batch", "32", "--reps", "2",
+  const std::vector<std::string> args = {GRETA_VK_CLI, "tune", model, "--batch", "128", "--reps", "2",
                                          "--max-time", "0.02"};
   const std::vector<std::string> env = {"GRETA_CACHE_DIR=" + dir.string()};
 
@@ -348,8 +348,8 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   CAPTURE(first.output);
   REQUIRE(first.exit_code == 0);
   CHECK(first.output.find("tuned the prefill matmuls") != std::string::npos);
-  CHECK(first.output.find("| q4_0 256x256 | 32 |") != std::string::npos);  // q, o, gate, up, down
-  CHECK(first.output.find("| q4_0 64x256 | 32 |") != std::string::npos);   // k, v (2 KV heads of 32)
+  CHECK(first.output.find("| q4_0 256x256 | 128 |") != std::string::npos);  // q, o, gate, up, down
+  CHECK(first.output.find("| q4_0 64x256 | 128 |") != std::string::npos);   // k, v (2 KV heads of 32)
   std::string warning;
   const TuningCache cache = TuningCache::load((dir / TuningCache::kFileName).string(), warning);
   CHECK(warning.empty());
@@ -362,12 +362,14 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   CHECK(second.output.find("| cached |") != std::string::npos);
   CHECK(read_file(dir / TuningCache::kFileName) == cache.to_text());
 
-  // The engine runs the tuned tiles (a prompt of more than 16 tokens, which the matvecs would take: the <= 64 bucket
-  // that --batch 32 filled) and generates what
-  // the CPU reference generates.
+  // The engine runs the tuned tiles and generates what the CPU reference generates: a prompt of 65-256 tokens, the
+  // bucket that --batch 128 filled (up to 64 tokens, devices with int8 cooperative matrices take the int8 GEMM, which
+  // has no tuned tiles; op_matmul.cpp).
   const std::vector<std::string> run = {GRETA_VK_CLI, "run", model, "-p",
                                         "Once upon a time there was a girl who lived in a small house near the big "
-                                        "forest with her dog and her cat",
+                                        "forest with her dog and her cat. Every morning she walked to the river to "
+                                        "fetch water, and every evening she told her dog and her cat a story about "
+                                        "the stars, the moon and the wind that sang in the tall trees of the forest",
                                         "-n",
                                         "6", "--temp", "0", "--json", "--backend"};
   std::vector<std::string> run_vk = run, run_cpu = run;
