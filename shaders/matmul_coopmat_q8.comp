@@ -9,7 +9,9 @@
 // where ws is the block's weight scale (Q4_0: d; Q4_K: d * sc) and Q4_K's min term, sum over b of dmin * mn[n, b] *
 // (xs[t, b] * sum of t's codes in b), is one f16 multiply-add of 16x16x16 per K step (A: the blocks' code sums, B:
 // the negated mins; a K step's blocks, padded with zeros to 16). Q4_0's codes are widened with their offset
-// (q - 8, exact).
+// (q - 8, exact), Q6_K's likewise (q - 32). Q6_K's scales are per 16 elements (d * sc[sub-block]) and the device's
+// int8 products are 32 deep, so each of its blocks takes two products of W's codes, one with X's codes 16-31 zeroed
+// and one with 0-15 zeroed, each scaled by its half's ws.
 // A block's scaling: its integer 16 x 16 product, converted to f32, times WS (ws[n, b] for every row: a load of stride
 // 0) times XS (xs[t, b] for every column: a column-major load of stride 0), added to the f32 accumulator.
 //
@@ -20,7 +22,10 @@
 // xs [BK / 32][BM] as f32, and for Q4_K the f16 negated mins [16][BN] and code sums [BM][16] (blocks past BK / 32
 // zero). Two stages: the raw words of step k + 1 are loaded into registers before step k's multiply-adds and stored
 // after them; one barrier per step. Per invocation and K step: at most 8 W items (16 code bytes of Q4_K, one
-// 18-byte Q4_0 block), 4 X items (a 32-code block) and one Q4_K header (BN <= invocations; the host checks).
+// 18-byte Q4_0 block, 48 bytes of Q6_K: 64 codes), 4 X items (a 32-code block) and one Q4_K / Q6_K header (BN <=
+// invocations; the host checks). Q6_K stages X's blocks as [codes 0-15 | 16 zeros | codes 16-31] (3 uvec4; rows of
+// 3 BK / 32 + 1): a fragment loaded at the first is the block with its upper half zero, one at the zeros the block
+// with its lower half zero.
 // Split-K as matmul_coopmat.comp: workgroup z > 0 writes its partial C at (z - 1) * partial_stride() in binding 3.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require
@@ -52,18 +57,28 @@ layout(constant_id = 10) const uint SPLIT_K = 1;
 layout(constant_id = 11) const bool BIASED_SUMS = false;  // BLOCK_MMA's conversion, per type (op_matmul.cpp)
 const uint BLOCKS = BK / 32;
 const uint BM = 16 * FM, SN = 16 * FN, BN = WN * SN;
-const uint LDS = BK / 16 + 1;  // row stride of the staged codes, in uvec4
+const uint LDS = BK / 16 + 1;  // row stride of the staged W codes, in uvec4
+#if defined(WTYPE_Q6_K)
+const uint LDX = 3 * BLOCKS + 1;    // X's rows: [lower half | zeros | upper half] per block
+const uint WSUBS = 2 * BLOCKS;      // weight scales per row and K step (per 16 elements)
+const uint W_PER_ROW = BLOCKS / 2;  // W items per row and K step: 64 codes each
+const uint X_LO = 3, X_HI = 2;      // a block's lower / upper half at uvec4 X_LO b / X_LO b + X_HI of an X row
+#else
+const uint LDX = LDS;
+const uint WSUBS = BLOCKS;
+const uint W_PER_ROW = BLOCKS;  // Q4_K's 16 code bytes (32 codes), Q4_0's whole 18-byte blocks
+const uint X_LO = 2, X_HI = 1;
+#endif
 const uint WG = gl_WorkGroupSize.x;
-const uint XS_BASE = BN * LDS;           // a stage's codes: W rows [0, XS_BASE), then X rows
-const uint STAGE = (BN + BM) * LDS;
-// W items per invocation and K step: Q4_K's 16 code bytes (32 codes), Q4_0's whole 18-byte blocks.
-const uint W_ITEMS = (BN * BLOCKS + WG - 1) / WG;
+const uint XS_BASE = BN * LDS;  // a stage's codes: W rows [0, XS_BASE), then X rows
+const uint STAGE = BN * LDS + BM * LDX;
+const uint W_ITEMS = (BN * W_PER_ROW + WG - 1) / WG;  // W items per invocation and K step
 const uint X_ITEMS = (BM * BLOCKS + WG - 1) / WG;  // 32-code blocks of X per invocation and K step
 shared uvec4 codes[2 * STAGE];
-// f32 scratch: the two stages' scales, ws [BK / 32][BN] from WS_BASE and xs [BK / 32][BM] from XSC_BASE; after the K
+// f32 scratch: the two stages' scales, ws [WSUBS][BN] from WS_BASE and xs [BK / 32][BM] from XSC_BASE; after the K
 // loop (every subgroup past its last barrier) the edge tiles, one 16 x 16 block per subgroup from 0. Sharing the
 // space lets a 64 x 64 Q4_K tile fit 48 KiB.
-const uint WS_BASE = 0, XSC_BASE = 2 * BLOCKS * BN, SCALES = 2 * BLOCKS * (BN + BM), EDGES = WN * 256;
+const uint WS_BASE = 0, XSC_BASE = 2 * WSUBS * BN, SCALES = XSC_BASE + 2 * BLOCKS * BM, EDGES = WN * 256;
 shared float scratch[SCALES > EDGES ? SCALES : EDGES];
 #if defined(WTYPE_Q4_K)
 shared float16_t wmin[2 * 16 * BN];  // [16][BN]: the negated block mins, rows BLOCKS..15 zero
@@ -155,6 +170,82 @@ void store_w(RawW raw, uint i, uint s) {
   codes[s * STAGE + r * LDS + 2u * b + 1u] = hi;  // elements 16..31
   scratch[WS_BASE + s * BLOCKS * BN + b * BN + r] = inside ? d : 0.0;
 }
+#elif defined(WTYPE_Q6_K)
+// 16 bytes from byte 2 of word a.x (odd) or from a.x.
+uvec4 realign(uvec4 a, uint b, bool odd) {
+  return odd ? uvec4((a.x >> 16) | (a.y << 16), (a.y >> 16) | (a.z << 16), (a.z >> 16) | (a.w << 16),
+                     (a.w >> 16) | (b << 16))
+             : a;
+}
+uint q6_block(uint row, uint k0) { return row * pc.row_bytes + (k0 >> 8) * 210u; }
+// W item i: row r = i / W_PER_ROW, q = i % W_PER_ROW: l = 16 (q % 2) .. + 16 of half h (the step's first + q / 2),
+// whose four runs' 64 codes come from ql[64 h + l ..] (runs 0 and 2: low and high nibbles), ql[64 h + 32 + l ..]
+// (runs 1 and 3) and qh[32 h + l ..] (2 bits per run), 16 bytes each at the block's 2-byte alignment (5 words).
+struct RawW {
+  uvec4 a0, a1, a2;  // ql for runs 0 / 2, ql for runs 1 / 3, qh
+  uint b0, b1, b2;   // the fifth word of each
+  bool odd;          // the block starts 2 bytes into a word
+};
+RawW load_w(uint i, uint k0) {
+  const uint r = min(i / W_PER_ROW, BN - 1u), q = i % W_PER_ROW, row = min(gl_WorkGroupID.x * BN + r, pc.rows - 1u);
+  const uint blk = q6_block(row, k0), h = ((k0 & 255u) >> 7) + q / 2u, l = 16u * (q % 2u);
+  const uint wa = (blk + 64u * h + l) >> 2, wb = wa + 8u, wq = (blk + 128u + 32u * h + l) >> 2;
+  RawW raw;
+  raw.a0 = uvec4(weight_words[wa], weight_words[wa + 1u], weight_words[wa + 2u], weight_words[wa + 3u]);
+  raw.a1 = uvec4(weight_words[wb], weight_words[wb + 1u], weight_words[wb + 2u], weight_words[wb + 3u]);
+  raw.a2 = uvec4(weight_words[wq], weight_words[wq + 1u], weight_words[wq + 2u], weight_words[wq + 3u]);
+  raw.b0 = weight_words[wa + 4u];  // all inside the block: the last ql word ends by byte 132, qh's by 196
+  raw.b1 = weight_words[wb + 4u];
+  raw.b2 = weight_words[wq + 4u];
+  raw.odd = (blk & 2u) != 0u;
+  return raw;
+}
+// 6-bit codes v (a low nibble | 2 high bits << 4, per byte) as the signed bytes v - 32: t = v ^ 32 is v - 32 in 6-bit
+// two's complement, sign-extended per byte.
+uvec4 q6_signed(uvec4 lo4, uvec4 hi2) {
+  const uvec4 t = (lo4 | (hi2 << 4)) ^ 0x20202020u;
+  return t | (((t >> 5) & 0x01010101u) * 0xC0u);
+}
+// Run g's 16 codes go to the step's columns 128 (q / 2) + 32 g + 16 (q % 2): uvec4 8 (q / 2) + 2 g + q % 2 of row r.
+void store_w(RawW raw, uint i, uint s) {
+  if (i >= BN * W_PER_ROW) return;
+  const uint r = i / W_PER_ROW, q = i % W_PER_ROW;
+  const bool inside = gl_WorkGroupID.x * BN + r < pc.rows;
+  const uvec4 qa = realign(raw.a0, raw.b0, raw.odd), qb = realign(raw.a1, raw.b1, raw.odd);
+  const uvec4 qh = realign(raw.a2, raw.b2, raw.odd);
+  const uint at = s * STAGE + r * LDS + 8u * (q / 2u) + q % 2u;
+  [[unroll]] for (uint g = 0; g < 4; ++g) {
+    const uvec4 lo = (((g & 1u) != 0u ? qb : qa) >> (4u * (g >> 1))) & 0x0F0F0F0Fu;
+    codes[at + 2u * g] = inside ? q6_signed(lo, (qh >> (2u * g)) & 0x03030303u) : uvec4(0u);
+  }
+}
+// The super-block's int8 scales and d: the 5 words from byte 192 (190 when odd), the last clamped to the matrix's.
+struct RawH {
+  uvec4 a;
+  uint b;
+  bool odd;
+};
+RawH load_hdr(uint r, uint k0) {
+  const uint row = min(gl_WorkGroupID.x * BN + min(r, BN - 1u), pc.rows - 1u);
+  const uint at = q6_block(row, k0) + 192u, w = at >> 2, last = (pc.rows * pc.row_bytes - 1u) >> 2;
+  RawH raw;
+  raw.a = uvec4(weight_words[w], weight_words[w + 1u], weight_words[w + 2u], weight_words[w + 3u]);
+  raw.b = weight_words[min(w + 4u, last)];
+  raw.odd = (at & 2u) != 0u;
+  return raw;
+}
+// ws = d * scales[sub] for the step's WSUBS sub-blocks of 16 elements, the super-block's from sub0.
+void store_hdr(RawH raw, uint r, uint s, uint sub0) {
+  if (r >= BN) return;
+  const bool inside = gl_WorkGroupID.x * BN + r < pc.rows;
+  const uvec4 sc = realign(raw.a, raw.b, raw.odd);
+  const float d = unpackHalf2x16(raw.odd ? raw.b >> 16 : raw.b).x;
+  [[unroll]] for (uint u = 0; u < WSUBS; ++u) {
+    const uint sub = sub0 + u;
+    const int scale = bitfieldExtract(int(sc[sub >> 2]), int(8u * (sub & 3u)), 8);
+    scratch[WS_BASE + s * WSUBS * BN + u * BN + r] = inside ? d * float(scale) : 0.0;
+  }
+}
 #endif
 
 // X item i: token t = i / BLOCKS, block b = i % BLOCKS of the K step: 32 codes (2 uvec4) and the block's scale.
@@ -175,8 +266,8 @@ void store_x(RawX raw, uint i, uint s) {
   if (i >= BM * BLOCKS) return;
   const uint t = i / BLOCKS, b = i % BLOCKS;
   const bool inside = gl_WorkGroupID.y * BM + t < pc.n_tokens;
-  codes[s * STAGE + XS_BASE + t * LDS + 2u * b] = inside ? raw.lo : uvec4(0u);
-  codes[s * STAGE + XS_BASE + t * LDS + 2u * b + 1u] = inside ? raw.hi : uvec4(0u);
+  codes[s * STAGE + XS_BASE + t * LDX + X_LO * b] = inside ? raw.lo : uvec4(0u);
+  codes[s * STAGE + XS_BASE + t * LDX + X_LO * b + X_HI] = inside ? raw.hi : uvec4(0u);
   scratch[XSC_BASE + s * BLOCKS * BM + b * BM + t] = inside ? raw.scale : 0.0;
 #if defined(WTYPE_Q4_K)
   const int ones = 0x01010101;
@@ -201,6 +292,9 @@ void store_x(RawX raw, uint i, uint s) {
 #if defined(WTYPE_Q4_K)
 #define H_LOAD(k0) rh = load_hdr(tid, k0);
 #define H_STORE(s, k0) store_hdr(rh, tid, s, ((k0) & 255u) >> 5);
+#elif defined(WTYPE_Q6_K)
+#define H_LOAD(k0) rh = load_hdr(tid, k0);
+#define H_STORE(s, k0) store_hdr(rh, tid, s, ((k0) & 255u) >> 4);
 #else
 #define H_LOAD(k0)
 #define H_STORE(s, k0)
@@ -214,8 +308,26 @@ void store_x(RawX raw, uint i, uint s) {
   X_STORE(0, s) X_STORE(1, s) X_STORE(2, s) X_STORE(3, s) H_STORE(s, k0)
 
 // Block b's product for fragment (i, j), scaled into c_ij. BIASED_SUMS: the integer product starts at Q8_FLOAT_BIAS
-// (|sums| of 32 int8 x 4-bit products < 2^22), so each element becomes a float with one add (q8_rows.glsl), where
+// (|sums| of 32 int8 x 6-bit products < 2^22), so each element becomes a float with one add (q8_rows.glsl), where
 // converting the fragment (FRAG_C(p)) takes a conversion instruction per element and block.
+#if defined(WTYPE_Q6_K)
+// Two products per block (ah: X's upper half), scaled by their sub-blocks' ws and wh.
+#define BLOCK_MMA(i, j)                                                                                      \
+  if (i < FM && j < FN) {                                                                                   \
+    if (BIASED_SUMS) {                                                                                      \
+      const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                    \
+      const FRAG_I ph = coopMatMulAdd(ah##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                  \
+      for (int e = 0; e < p.length(); ++e)                                                                  \
+        c##i##j[e] += (q8_biased_float(p[e]) * ws##j[e] + q8_biased_float(ph[e]) * wh##j[e]) * xs##i[e];    \
+    } else {                                                                                                \
+      c##i##j += (FRAG_C(coopMatMulAdd(a##i, b##j, FRAG_I(0))) * ws##j +                                    \
+                  FRAG_C(coopMatMulAdd(ah##i, b##j, FRAG_I(0))) * wh##j) * xs##i;                           \
+    }                                                                                                       \
+  }
+#define A_HI_LOAD(i) coopMatLoad(ah##i, codes, s * STAGE + XS_BASE + i * 16u * LDX + X_LO * b + 1u, LDX, gl_CooperativeMatrixLayoutRowMajor);
+#define WS_HI_LOAD(j) coopMatLoad(wh##j, scratch, WS_BASE + s * WSUBS * BN + (2u * b + 1u) * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor);
+#define WS_SUB (2u * b)
+#else
 #define BLOCK_MMA(i, j)                                                                                      \
   if (i < FM && j < FN) {                                                                                   \
     if (BIASED_SUMS) {                                                                                      \
@@ -226,15 +338,21 @@ void store_x(RawX raw, uint i, uint s) {
       c##i##j += FRAG_C(coopMatMulAdd(a##i, b##j, FRAG_I(0))) * ws##j * xs##i;                              \
     }                                                                                                       \
   }
+#define A_HI_LOAD(i)
+#define WS_HI_LOAD(j)
+#define WS_SUB b
+#endif
 #define A_LOAD(i)                                                                                            \
   if (i < FM) {                                                                                             \
-    coopMatLoad(a##i, codes, s * STAGE + XS_BASE + i * 16u * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutRowMajor); \
+    coopMatLoad(a##i, codes, s * STAGE + XS_BASE + i * 16u * LDX + X_LO * b, LDX, gl_CooperativeMatrixLayoutRowMajor); \
+    A_HI_LOAD(i)                                                                                            \
     coopMatLoad(xs##i, scratch, XSC_BASE + s * BLOCKS * BM + b * BM + i * 16u, 0, gl_CooperativeMatrixLayoutColumnMajor); \
   }
 #define B_LOAD(j)                                                                                            \
   if (j < FN) {                                                                                             \
     coopMatLoad(b##j, codes, s * STAGE + (sn * SN + j * 16u) * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutColumnMajor); \
-    coopMatLoad(ws##j, scratch, WS_BASE + s * BLOCKS * BN + b * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor); \
+    coopMatLoad(ws##j, scratch, WS_BASE + s * WSUBS * BN + WS_SUB * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor); \
+    WS_HI_LOAD(j)                                                                                           \
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
 #define MIN_A(i) if (i < FM) coopMatLoad(ha##i, xsum, s * BM * 16u + i * 256u, 16, gl_CooperativeMatrixLayoutRowMajor);
@@ -247,9 +365,9 @@ void store_x(RawX raw, uint i, uint s) {
 #define COMPUTE()                                                                                            \
   {                                                                                                          \
     [[unroll]] for (uint b = 0; b < BLOCKS; ++b) {                                                           \
-      FRAG_A a0, a1, a2, a3;                                                                                 \
+      FRAG_A a0, a1, a2, a3, ah0, ah1, ah2, ah3;                                                             \
       FRAG_B b0, b1, b2, b3;                                                                                 \
-      FRAG_C xs0, xs1, xs2, xs3, ws0, ws1, ws2, ws3;                                                         \
+      FRAG_C xs0, xs1, xs2, xs3, ws0, ws1, ws2, ws3, wh0, wh1, wh2, wh3;                                     \
       A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)                                                                \
       B_LOAD(0) B_LOAD(1) B_LOAD(2) B_LOAD(3)                                                                \
       MMA_ROW(0) MMA_ROW(1) MMA_ROW(2) MMA_ROW(3)                                                            \
@@ -318,6 +436,12 @@ void main() {
   FRAG_C c30 = FRAG_C(0.0), c31 = FRAG_C(0.0), c32 = FRAG_C(0.0), c33 = FRAG_C(0.0);
   RAW_W rw0, rw1, rw2, rw3, rw4, rw5, rw6, rw7;
   RawX rx0, rx1, rx2, rx3;
+#if defined(WTYPE_Q6_K)
+  RawH rh;
+  // The zeros between X's block halves, in both stages.
+  for (uint e = tid; e < 2u * BM * BLOCKS; e += WG)
+    codes[(e / (BM * BLOCKS)) * STAGE + XS_BASE + (e / BLOCKS) % BM * LDX + X_LO * (e % BLOCKS) + 1u] = uvec4(0u);
+#endif
 #if defined(WTYPE_Q4_K)
   uvec4 rh;
   // The min terms' padding (blocks BLOCKS..15) stays zero in both stages.

@@ -49,8 +49,8 @@ foreach(t IN LISTS GRETA_WEIGHT_TYPES)
 endforeach()
 
 # Batched decode steps (5-64 tokens) on int8 cooperative matrices with int8 activations (quantize_q8.comp's rows):
-# the types whose scales are per 32 elements (op_matmul.cpp: matmul_coopmat_q8).
-foreach(t q4_0 q4_k)
+# the types whose scales are per 32 elements, and Q6_K (two products per block: op_matmul.cpp, matmul_coopmat_q8).
+foreach(t q4_0 q4_k q6_k)
   string(TOUPPER "${t}" T)
   greta_add_shader(matmul_coopmat_q8_${t} matmul_coopmat_q8.comp DEFINES WTYPE_${T} REQUIRES coopmat intdot)
 endforeach()

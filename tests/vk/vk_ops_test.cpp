@@ -500,16 +500,17 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
           }
 }
 
-// The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0 and Q4_K on int8 activations;
-// H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of 16 (5, 33)
-// and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row
-// length of 256 and one of 1280 (10 K steps of 128: uneven splits), with and without the fused residual add (at 16,
-// 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge blocks), on the automatic tile
-// and split (past 32 tokens: 64 rows on four subgroups, 3 splits for Q4_0 and 2 for Q4_K, whose block sums
-// are biased integers: matmul_coopmat_q8's BIASED_SUMS), forced splits (1, 3) and forced tiles (two
-// subgroups of two fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that
-// fills 48 KiB with the edge tiles in the scales' space; K steps of 256).
-TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial tiles, splits, tiles, residual") {
+// The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0, Q4_K and Q6_K on int8
+// activations; H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of
+// 16 (5, 33) and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row length of 256 and one of 1280
+// (10 K steps of 128: uneven splits; Q6_K's 210-byte super-blocks at both word alignments), with and without the
+// fused residual add (at 16, 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge
+// blocks), on the automatic tile and split (past 32 tokens: 64 rows on four subgroups, 3 splits for Q4_0 and 2 for
+// Q4_K, whose block sums are biased integers, as Q6_K's: matmul_coopmat_q8's BIASED_SUMS; Q6_K past 16 tokens takes
+// the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4
+// fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the edge tiles in the scales' space; K
+// steps of 256), which run Q6_K at any count.
+TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: partial tiles, splits, tiles, residual") {
   uint32_t seed = 1700;
   if (!device_has_coopmat()) {
     MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
@@ -533,10 +534,12 @@ TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial
                               {"1x2x1x128", "2"}, {"4x1x2x128", nullptr}, {"4x2x2x128", nullptr},
                               {"1x1x2x256", "3"}};
   for (const Variant& v : variants)
-    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K})
+    for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
       for (int64_t n : {int64_t(5), int64_t(16), int64_t(32), int64_t(33), int64_t(64)})
         for (int64_t cols : {int64_t(256), int64_t(1280)}) {
           if (v.tile && (n == 32 || (cols == 256 && n != 33))) continue;  // forced tiles: long rows, one short case
+          // Q6_K's 64 x 64 tile needs 51 KiB (X staged with the zeros between block halves).
+          if (v.tile && type == GgmlType::Q6_K && std::string_view(v.tile) == "4x2x2x128") continue;
           const bool residual = n == 33 || n == 32 || n == 16;  // 16, 32: whole blocks on the automatic tile
           const int64_t rows = n == 16 ? 165 : 101;
           const std::string type_name = model::type_name(type);
@@ -548,7 +551,8 @@ TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K) matches the CPU: partial
           const vk::test::ScopedEnv tile_env("GRETA_VK_GEMM_Q8", v.tile);
           const vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", v.split);
           const std::string kernels = matmul_kernels(type, n, cols, rows, residual, vk::MatmulKernel::coopmat, seed);
-          CHECK_MESSAGE(has(kernels, "matmul_coopmat_q8"), kernels);
+          const bool int8_gemm = v.tile || type != GgmlType::Q6_K || n <= 16;
+          CHECK_MESSAGE(has(kernels, "matmul_coopmat_q8") == int8_gemm, kernels);
           if (v.split && std::string_view(v.split) != "1" && cols == 1280)
             CHECK_MESSAGE(has(kernels, cat("split-K ", v.split).c_str()), kernels);
         }

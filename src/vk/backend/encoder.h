@@ -406,7 +406,7 @@ enum class WeightKernel {
 };
 ShaderId weight_shader(WeightKernel kernel, model::GgmlType type);
 // Whether the family has a variant for the type (matvec_block, matvec_q8: the quantized types only; matvec_q8 and
-// matmul_coopmat_q8 (Q4_0, Q4_K) also need a glslang with GL_EXT_integer_dot_product at build time).
+// matmul_coopmat_q8 (Q4_0, Q4_K, Q6_K) also need a glslang with GL_EXT_integer_dot_product at build time).
 bool has_weight_shader(WeightKernel kernel, model::GgmlType type);
 
 // Plan-level push constants are 32-bit: sizes beyond that are refused with the op's name.

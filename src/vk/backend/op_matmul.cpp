@@ -196,8 +196,8 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
   return uint32_t(s[0] - '0');
 }
 
-// matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0 or Q4_K weights:
-// the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
+// matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0, Q4_K or Q6_K
+// weights: the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
 // not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
 // decode matvecs' option, which needs integer dot products) and K % 128 == 0.
 // Up to 64 tokens, where it measured faster than the f16 GEMM (H200, us with the quantizer,
@@ -210,11 +210,19 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // 4286 / 4296 on the int8 GEMM's 64 x 64 tile with 2 splits, 4420 / 4408 with biased sums. docs/benchmarks.md has
 // the tables.
 constexpr int64_t kQ8GemmMaxTokens = 64;
+// Q6_K (two integer products per block: its scales are per 16 elements) only up to 16 tokens, where the step gains
+// though the kernel alone does not (H200, us with the quantizer, f16 -> int8: 16x4096x14336 72.4 -> 69.7,
+// 16x128256x4096 449.6 -> 462.7; the 8B's S_TG at 8 sequences 1134 / 1137 -> 1154 / 1167, at 16 2153 / 2148 ->
+// 2186 / 2213; a Q6_K attn_v also spares its rmsnorm the f16 copy). At 32 tokens the model is even (3313 / 3304 ->
+// 3296 / 3296), at 64 it loses (4431 / 4447 -> 4273 / 4280; 64x4096x14336 108.8 -> 132.1). Forced tiles
+// (GRETA_VK_GEMM_Q8) run it at any count.
+constexpr int64_t kQ6GemmMaxTokens = 16;
 
 // matmul_coopmat_q8's BIASED_SUMS: each block's integer products become floats by one add instead of a conversion.
-// On for Q4_K (the 8B's S_TG at 64 sequences +3 %, 16 and 32 unchanged), off for Q4_0, which it slowed (the 7B's at
-// 64 sequences 4771 / 4768 -> 4659 / 4684; 16 and 32 unchanged). Both on the H200, docs/benchmarks.md.
-bool q8_gemm_biased_sums(model::GgmlType type) { return type == model::GgmlType::Q4_K; }
+// On for Q4_K (the 8B's S_TG at 64 sequences +3 %, 16 and 32 unchanged) and Q6_K (16 tokens, us: 16x4096x14336
+// 70.7 -> 69.7, 16x128256x4096 466.0 -> 462.7), off for Q4_0, which it slowed (the 7B's at 64 sequences 4771 / 4768
+// -> 4659 / 4684; 16 and 32 unchanged). All on the H200, docs/benchmarks.md.
+bool q8_gemm_biased_sums(model::GgmlType type) { return type != model::GgmlType::Q4_0; }
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
@@ -222,16 +230,20 @@ struct Q8GemmTile {
 };
 
 // Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
-// per invocation (BN <= WG), and shared memory for two stages of codes, Q4_K's min terms (f16 [16][BN] and [BM][16])
-// and the larger of the two stages' scales and the per-subgroup edge tiles (which share their space).
+// per invocation (BN <= WG), and shared memory for two stages of codes (Q6_K: X's rows 1.5 times as long, with the
+// zeros between block halves), Q4_K's min terms (f16 [16][BN] and [BM][16]) and the larger of the two stages' scales
+// (Q6_K's weight scales per 16 elements) and the per-subgroup edge tiles (which share their space).
 bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t) {
   const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
-  const uint32_t blocks = t.bk / 32;
+  const bool q6 = type == model::GgmlType::Q6_K;
+  const uint32_t blocks = t.bk / 32, w_scales = q6 ? 2 * blocks : blocks, w_items = q6 ? blocks / 2 : blocks;
+  const uint64_t w_row = t.bk / 16 + 1, x_row = q6 ? 3 * blocks + 1 : w_row;  // in 16 bytes
   const uint64_t min_terms = type == model::GgmlType::Q4_K ? 2ull * 16 * (bn + bm) * 2 : 0;
-  const uint64_t scratch = std::max<uint64_t>(2ull * blocks * (bn + bm) * 4, uint64_t(t.wn) * 1024);
-  const uint64_t shared = 2ull * (bn + bm) * (t.bk / 16 + 1) * 16 + scratch + min_terms;
+  const uint64_t scratch =
+      std::max<uint64_t>(2ull * (uint64_t(w_scales) * bn + uint64_t(blocks) * bm) * 4, uint64_t(t.wn) * 1024);
+  const uint64_t shared = 2ull * (bn * w_row + bm * x_row) * 16 + scratch + min_terms;
   return t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) && bn <= wg &&
-         uint64_t(bn) * blocks <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
+         uint64_t(bn) * w_items <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
          wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
 }
 
@@ -256,6 +268,7 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
     if (!q8_tile_fits(e, type, t)) fail("GRETA_VK_GEMM_Q8=", v, ": not a tile this device can run");
     return t;
   }
+  if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
   // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
   // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
   // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md). Above 32 tokens, four

@@ -15,7 +15,7 @@ struct WeightVariants {
   model::GgmlType type;
   ShaderId embed, matvec, matmul_tiled, matmul_coopmat, matmul_coopmat_x16;  // x16: f16 activations (X_F16)
   std::optional<ShaderId> matvec_block, matvec_q8;  // quantized types only (q8: int8 activations)
-  std::optional<ShaderId> matmul_coopmat_q8 = std::nullopt;  // int8 cooperative matrices: Q4_0, Q4_K
+  std::optional<ShaderId> matmul_coopmat_q8 = std::nullopt;  // int8 cooperative matrices: Q4_0, Q4_K, Q6_K
 };
 
 using G = model::GgmlType;
@@ -56,7 +56,7 @@ constexpr WeightVariants k_variants[] = {
      S::matvec_block_q5_k, S::matvec_q8_q5_k},
     {G::Q6_K, S::embed_q6_k, S::matvec_q6_k, S::matmul_tiled_q6_k, S::matmul_coopmat_q6_k,
      S::matmul_coopmat_x16_q6_k,
-     S::matvec_block_q6_k, S::matvec_q8_q6_k},
+     S::matvec_block_q6_k, S::matvec_q8_q6_k, S::matmul_coopmat_q8_q6_k},
     {G::IQ4_NL, S::embed_iq4_nl, S::matvec_iq4_nl, S::matmul_tiled_iq4_nl, S::matmul_coopmat_iq4_nl,
      S::matmul_coopmat_x16_iq4_nl,
      S::matvec_block_iq4_nl, S::matvec_q8_iq4_nl},
