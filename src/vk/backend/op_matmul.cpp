@@ -135,12 +135,14 @@ std::optional<uint32_t> forced_split(uint32_t k_steps) {
   return std::min(uint32_t(n), k_steps);
 }
 
+constexpr uint32_t kBatchedSplitMinSteps = 8;  // K steps each split of a batched step's GEMM keeps at least
+
 uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens) {
   if (const auto forced = forced_split(k_steps)) return *forced;
   const bool batched = n_tokens <= 64;
   uint32_t split = batched ? (n_tokens <= 32 ? 4 : 2) : 1;
   while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
-  const uint32_t min_steps = batched ? 8 : 16;
+  const uint32_t min_steps = batched ? kBatchedSplitMinSteps : 16;
   while (split > 1 && k_steps / split < min_steps) split /= 2;
   return split;
 }
@@ -346,9 +348,9 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const std::array<uint32_t, 2> grid{(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm};
   const uint32_t k_steps = push.cols / t.bk;
   uint32_t split = coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens);
-  if (t.split && !forced_split(k_steps)) {  // the tile's own, keeping coopmat_split's 8 K steps per split
+  if (t.split && !forced_split(k_steps)) {  // the tile's own, keeping coopmat_split's K steps per split
     split = std::min(t.split, k_steps);
-    while (split > 1 && k_steps / split < 8) --split;
+    while (split > 1 && k_steps / split < kBatchedSplitMinSteps) --split;
   }
   const uint32_t per_split = (k_steps + split - 1) / split;
   split = (k_steps + per_split - 1) / per_split;  // every split non-empty
