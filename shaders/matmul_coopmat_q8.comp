@@ -324,8 +324,12 @@ void store_x(RawX raw, uint i, uint s) {
                   FRAG_C(coopMatMulAdd(ah##i, b##j, FRAG_I(0))) * wh##j) * xs##i;                           \
     }                                                                                                       \
   }
-#define A_HI_LOAD(i) coopMatLoad(ah##i, codes, s * STAGE + XS_BASE + i * 16u * LDX + X_LO * b + 1u, LDX, gl_CooperativeMatrixLayoutRowMajor);
-#define WS_HI_LOAD(j) coopMatLoad(wh##j, scratch, WS_BASE + s * WSUBS * BN + (2u * b + 1u) * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor);
+#define A_HI_LOAD(i)                                                                      \
+  coopMatLoad(ah##i, codes, s * STAGE + XS_BASE + i * 16u * LDX + X_LO * b + 1u, LDX,      \
+              gl_CooperativeMatrixLayoutRowMajor);
+#define WS_HI_LOAD(j)                                                                     \
+  coopMatLoad(wh##j, scratch, WS_BASE + s * WSUBS * BN + (2u * b + 1u) * BN + sn * SN + j * 16u, 0, \
+              gl_CooperativeMatrixLayoutRowMajor);
 #define WS_SUB (2u * b)
 #else
 #define BLOCK_MMA(i, j)                                                                                      \

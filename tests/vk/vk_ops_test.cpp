@@ -510,7 +510,7 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
 // the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4
 // fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the edge tiles in the scales' space; K
 // steps of 256), which run Q6_K at any count.
-TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: partial tiles, splits, tiles, residual") {
+TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: partial tiles, splits, residual") {
   uint32_t seed = 1700;
   if (!device_has_coopmat()) {
     MESSAGE("no cooperative-matrix matmul on this device: nothing to test");

@@ -199,8 +199,8 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 }
 
 // matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0, Q4_K or Q6_K
-// weights: the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel does
-// not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
+// weights: the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel
+// does not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
 // decode matvecs' option, which needs integer dot products) and K % 128 == 0.
 // Up to 64 tokens, where it measured faster than the f16 GEMM (H200, us with the quantizer,
 // q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
@@ -213,8 +213,8 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // the tables.
 constexpr int64_t kQ8GemmMaxTokens = 64;
 // Q6_K (two integer products per block: its scales are per 16 elements) only up to 16 tokens, where the step gains
-// though the kernel alone does not (H200, us with the quantizer, f16 -> int8: 16x4096x14336 72.4 -> 69.7,
-// 16x128256x4096 449.6 -> 462.7; the 8B's S_TG at 8 sequences 1134 / 1137 -> 1154 / 1167, at 16 2153 / 2148 ->
+// more than the kernels (H200, us with the quantizer, f16 -> int8: 16x4096x14336 72.4 -> 69.7, 16x128256x4096
+// 449.6 -> 462.7; the 8B's S_TG at 8 sequences 1134 / 1137 -> 1154 / 1167, at 16 2153 / 2148 ->
 // 2186 / 2213; a Q6_K attn_v also spares its rmsnorm the f16 copy). At 32 tokens the model is even (3313 / 3304 ->
 // 3296 / 3296), at 64 it loses (4431 / 4447 -> 4273 / 4280; 64x4096x14336 108.8 -> 132.1). Forced tiles
 // (GRETA_VK_GEMM_Q8) run it at any count.
