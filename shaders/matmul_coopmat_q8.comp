@@ -95,6 +95,13 @@ shared float16_t xsum[2 * BM * 16];  // [BM][16]: xs * the block's code sum, col
 uint partial_stride() { return (pc.n_tokens * pc.rows + 63u) / 64u * 64u; }
 
 // ---- raw loads (registers) and their decoding into a stage ---------------------------------------------------------
+// Q4_0's 18-byte and Q6_K's 210-byte blocks start at even bytes: 16 of their bytes are 5 words put together.
+// The 16 bytes from byte 2 of word a.x (odd) or from a.x; b is the word after a.
+uvec4 realign(uvec4 a, uint b, bool odd) {
+  return odd ? uvec4((a.x >> 16) | (a.y << 16), (a.y >> 16) | (a.z << 16), (a.z >> 16) | (a.w << 16),
+                     (a.w >> 16) | (b << 16))
+             : a;
+}
 #if defined(WTYPE_Q4_K)
 // W item i of a K step: row r = i / BLOCKS, code bytes 16 q .. + 16 of the step's (q = i % BLOCKS), within the
 // super-block's 128 (qs).
@@ -158,9 +165,7 @@ void store_w(RawW raw, uint i, uint s) {
   const bool inside = gl_WorkGroupID.x * BN + r < pc.rows;
   // d, then the 16 code bytes: from byte 2 of a.x (a funnel of 16 bits) or from a.y.
   const float d = unpackHalf2x16(raw.odd ? raw.a.x >> 16 : raw.a.x).x;
-  const uvec4 q = raw.odd ? uvec4(raw.a.yzw, raw.b)
-                          : uvec4((raw.a.x >> 16) | (raw.a.y << 16), (raw.a.y >> 16) | (raw.a.z << 16),
-                                  (raw.a.z >> 16) | (raw.a.w << 16), (raw.a.w >> 16) | (raw.b << 16));
+  const uvec4 q = raw.odd ? uvec4(raw.a.yzw, raw.b) : realign(raw.a, raw.b, true);
   uvec4 lo = uvec4(q4_0_signed(q.x & 0x0F0F0F0Fu), q4_0_signed(q.y & 0x0F0F0F0Fu), q4_0_signed(q.z & 0x0F0F0F0Fu),
                    q4_0_signed(q.w & 0x0F0F0F0Fu));
   uvec4 hi = uvec4(q4_0_signed((q.x >> 4) & 0x0F0F0F0Fu), q4_0_signed((q.y >> 4) & 0x0F0F0F0Fu),
@@ -171,12 +176,6 @@ void store_w(RawW raw, uint i, uint s) {
   scratch[WS_BASE + s * BLOCKS * BN + b * BN + r] = inside ? d : 0.0;
 }
 #elif defined(WTYPE_Q6_K)
-// 16 bytes from byte 2 of word a.x (odd) or from a.x.
-uvec4 realign(uvec4 a, uint b, bool odd) {
-  return odd ? uvec4((a.x >> 16) | (a.y << 16), (a.y >> 16) | (a.z << 16), (a.z >> 16) | (a.w << 16),
-                     (a.w >> 16) | (b << 16))
-             : a;
-}
 uint q6_block(uint row, uint k0) { return row * pc.row_bytes + (k0 >> 8) * 210u; }
 // W item i: row r = i / W_PER_ROW, q = i % W_PER_ROW: l = 16 (q % 2) .. + 16 of half h (the step's first + q / 2),
 // whose four runs' 64 codes come from ql[64 h + l ..] (runs 0 and 2: low and high nibbles), ql[64 h + 32 + l ..]

@@ -224,7 +224,9 @@ constexpr int64_t kQ6GemmMaxTokens = 16;
 // On for Q4_K (the 8B's S_TG at 64 sequences +3 %, 16 and 32 unchanged) and Q6_K (16 tokens, us: 16x4096x14336
 // 70.7 -> 69.7, 16x128256x4096 466.0 -> 462.7), off for Q4_0, which it slowed (the 7B's at 64 sequences 4771 / 4768
 // -> 4659 / 4684; 16 and 32 unchanged). All on the H200, docs/benchmarks.md.
-bool q8_gemm_biased_sums(model::GgmlType type) { return type != model::GgmlType::Q4_0; }
+bool q8_gemm_biased_sums(model::GgmlType type) {
+  return type == model::GgmlType::Q4_K || type == model::GgmlType::Q6_K;
+}
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
