@@ -5,6 +5,7 @@
 # Runtime tests and benchmarks.
 greta_add_shader(fill_u32 fill.comp)
 greta_add_shader(alu_rate alu_rate.comp REQUIRES intdot)  # vk_alu_bench
+greta_add_shader(residency_probe residency_probe.comp)  # vk_alu_bench
 greta_add_shader(copy_u32 copy.comp DEFINES ELEM=uint)
 greta_add_shader(copy_u32x4 copy.comp DEFINES ELEM=uvec4)
 greta_add_shader(add_f32 add.comp DEFINES T=float)

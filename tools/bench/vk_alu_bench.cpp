@@ -5,6 +5,7 @@
 // Each kind is validated first (a sample of invocations replayed on the CPU, bit for bit; packed f16 against
 // the fixed point its chains converge to),
 // then timed with GPU timestamps; G instr/s counts the GLSL operations, and MAC/s the multiply-adds they carry.
+// Then a residency table: how many workgroups of each size and shared-memory footprint the device runs at once.
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -58,6 +59,46 @@ std::string hex(uint32_t v) {
   char buf[16];
   std::snprintf(buf, sizeof buf, "0x%08x", v);
   return buf;
+}
+
+// Residency (shaders/residency_probe.comp): the most workgroups of each size and shared-memory footprint the device
+// ran at once, out of a grid far larger than it can hold; divided by the multiprocessor count where the device names
+// it, this is the occupancy a kernel of that footprint can have at most (registers aside), which explains tile choices.
+void residency(vk::Context& ctx, vk::Allocator& alloc, vk::Pipelines& pipelines, vk::Transfer& transfer) {
+  if (!vk::shader_available(vk::ShaderId::residency_probe)) return;
+  // A CPU device (lavapipe, CI) runs a workgroup per thread: a small grid and short chains say as much there.
+  const bool cpu = ctx.info().type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  const uint32_t max_shared = ctx.info().max_shared_memory, groups = cpu ? 64 : 16384, steps = cpu ? 16 : 1024;
+  vk::Buffer counters = alloc.create_buffer(16, vk::MemoryUse::device, "residency counters");
+  vk::Buffer out = alloc.create_buffer(uint64_t(groups) * 256 * 4, vk::MemoryUse::device, "residency results");
+  std::printf("\nworkgroups resident at once (of %u; a chain of %u steps each), by workgroup size and shared memory\n",
+              groups, steps);
+  const uint32_t kib[] = {1, 8, 12, 16, 20, 24, 28, 32, 40, 48};
+  std::printf("%-10s", "KiB");
+  for (uint32_t k : kib) std::printf(" %7u", k);
+  std::printf("\n");
+  for (uint32_t local : {32u, 64u, 128u, 256u}) {
+    std::printf("%-10u", local);
+    for (uint32_t k : kib) {
+      if (k * 1024 > max_shared) {
+        std::printf(" %7s", "-");
+        continue;
+      }
+      transfer.upload(counters, std::vector<uint32_t>(4, 0u));
+      const auto& pipeline = pipelines.get(vk::ShaderId::residency_probe, {{0, local}, {1, k * 256}});
+      vk::RecordedSequence seq(ctx, "residency", {false});
+      seq.record([&](vk::Recorder& r) {
+        r.dispatch(pipeline, {counters.span(), out.span()}, vk::as_push(steps), {groups, 1, 1}, "residency");
+      });
+      seq.run();
+      const auto count = transfer.download<uint32_t>(counters, 2);
+      if (count[0] != 0 || count[1] == 0 || count[1] > groups)
+        fail("vk_alu_bench: the residency probe counted ", count[0], " workgroups still in and ", count[1],
+             " at most of ", groups, "; not reporting it");
+      std::printf(" %7u", count[1]);
+    }
+    std::printf("\n");
+  }
 }
 
 int run(int argc, char** argv) {
@@ -132,6 +173,7 @@ int run(int argc, char** argv) {
     std::printf("%-18s %12.1f %14.1f %14.1f\n", info.name, t.median_ns / 1e3, ops / t.median_ns,
                 ops * info.macs / t.median_ns);
   }
+  residency(*ctx, alloc, pipelines, transfer);
   return 0;
 }
 
