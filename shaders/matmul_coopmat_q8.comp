@@ -20,8 +20,10 @@
 // K step, staged in shared memory: W's codes [BN][BK] and X's codes [BM][BK] as bytes in rows of BK / 16 + 1 uvec4
 // (an odd count: 8 consecutive rows' 16-byte fragment rows fall in distinct banks), ws [BK / 32][BN] and
 // xs [BK / 32][BM] as f32, and for Q4_K the f16 negated mins [16][BN] and code sums [BM][16] (blocks past BK / 32
-// zero). Two stages: the raw words of step k + 1 are loaded into registers before step k's multiply-adds and stored
-// after them; one barrier per step. Per invocation and K step: at most 8 W items (16 code bytes of Q4_K, one
+// zero). The raw words of step k + 1 are loaded into registers before step k's multiply-adds and stored after them:
+// into the other of two stages (STAGES 2, one barrier per step), or with STAGES 1 into the same one after a barrier
+// (two per step, half the shared memory: more resident workgroups where the driver's shared-memory share per
+// multiprocessor, not registers, bounds them; op_matmul.cpp's q8_gemm_stages). Per invocation and K step: at most 8 W items (16 code bytes of Q4_K, one
 // 18-byte Q4_0 block, 48 bytes of Q6_K: 64 codes), 4 X items (a 32-code block) and one Q4_K / Q6_K header (BN <=
 // invocations; the host checks). Q6_K stages X's blocks as [codes 0-15 | 16 zeros | codes 16-31] (3 uvec4; rows of
 // 3 BK / 32 + 1): a fragment loaded at the first is the block with its upper half zero, one at the zeros the block
@@ -55,6 +57,7 @@ layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x
 layout(constant_id = 6) const uint BK = 128;  // 128 or 256
 layout(constant_id = 10) const uint SPLIT_K = 1;
 layout(constant_id = 11) const bool BIASED_SUMS = false;  // BLOCK_MMA's conversion, per type (op_matmul.cpp)
+layout(constant_id = 12) const uint STAGES = 2;  // shared-memory stages of a K step, 1 or 2 (the K loop)
 const uint BLOCKS = BK / 32;
 const uint BM = 16 * FM, SN = 16 * FN, BN = WN * SN;
 const uint LDS = BK / 16 + 1;  // row stride of the staged W codes, in uvec4
@@ -74,15 +77,15 @@ const uint XS_BASE = BN * LDS;  // a stage's codes: W rows [0, XS_BASE), then X 
 const uint STAGE = BN * LDS + BM * LDX;
 const uint W_ITEMS = (BN * W_PER_ROW + WG - 1) / WG;  // W items per invocation and K step
 const uint X_ITEMS = (BM * BLOCKS + WG - 1) / WG;  // 32-code blocks of X per invocation and K step
-shared uvec4 codes[2 * STAGE];
-// f32 scratch: the two stages' scales, ws [WSUBS][BN] from WS_BASE and xs [BK / 32][BM] from XSC_BASE; after the K
+shared uvec4 codes[STAGES * STAGE];
+// f32 scratch: the stages' scales, ws [WSUBS][BN] from WS_BASE and xs [BK / 32][BM] from XSC_BASE; after the K
 // loop (every subgroup past its last barrier) the edge tiles, one 16 x 16 block per subgroup from 0. Sharing the
 // space lets a 64 x 64 Q4_K tile fit 48 KiB.
-const uint WS_BASE = 0, XSC_BASE = 2 * WSUBS * BN, SCALES = XSC_BASE + 2 * BLOCKS * BM, EDGES = WN * 256;
+const uint WS_BASE = 0, XSC_BASE = STAGES * WSUBS * BN, SCALES = XSC_BASE + STAGES * BLOCKS * BM, EDGES = WN * 256;
 shared float scratch[SCALES > EDGES ? SCALES : EDGES];
 #if defined(WTYPE_Q4_K)
-shared float16_t wmin[2 * 16 * BN];  // [16][BN]: the negated block mins, rows BLOCKS..15 zero
-shared float16_t xsum[2 * BM * 16];  // [BM][16]: xs * the block's code sum, columns BLOCKS..15 zero
+shared float16_t wmin[STAGES * 16 * BN];  // [16][BN]: the negated block mins, rows BLOCKS..15 zero
+shared float16_t xsum[STAGES * BM * 16];  // [BM][16]: xs * the block's code sum, columns BLOCKS..15 zero
 #endif
 
 #define FRAG_A coopmat<int8_t, gl_ScopeSubgroup, 16, 32, gl_MatrixUseA>
@@ -441,17 +444,17 @@ void main() {
   RawX rx0, rx1, rx2, rx3;
 #if defined(WTYPE_Q6_K)
   RawH rh;
-  // The zeros between X's block halves, in both stages.
-  for (uint e = tid; e < 2u * BM * BLOCKS; e += WG)
+  // The zeros between X's block halves, in every stage.
+  for (uint e = tid; e < STAGES * BM * BLOCKS; e += WG)
     codes[(e / (BM * BLOCKS)) * STAGE + XS_BASE + (e / BLOCKS) % BM * LDX + X_LO * (e % BLOCKS) + 1u] = uvec4(0u);
 #endif
 #if defined(WTYPE_Q4_K)
   uvec4 rh;
-  // The min terms' padding (blocks BLOCKS..15) stays zero in both stages.
+  // The min terms' padding (blocks BLOCKS..15) stays zero in every stage.
   const uint pad = 16u - BLOCKS;
-  for (uint e = tid; e < 2u * pad * BN; e += WG)
+  for (uint e = tid; e < STAGES * pad * BN; e += WG)
     wmin[(e / (pad * BN)) * 16u * BN + BLOCKS * BN + e % (pad * BN)] = float16_t(0.0);
-  for (uint e = tid; e < 2u * BM * pad; e += WG) xsum[(e / pad) * 16u + BLOCKS + e % pad] = float16_t(0.0);
+  for (uint e = tid; e < STAGES * BM * pad; e += WG) xsum[(e / pad) * 16u + BLOCKS + e % pad] = float16_t(0.0);
 #endif
   if (k_begin < k_end) {
     LOAD_ALL(k_begin)
@@ -459,11 +462,12 @@ void main() {
   }
   barrier();
   uint s = 0;
-  for (uint k = k_begin; k < k_end; k += BK, s ^= 1u) {
+  for (uint k = k_begin; k < k_end; k += BK, s = (s + 1u) % STAGES) {
     const bool more = k + BK < k_end;
     if (more) { LOAD_ALL(k + BK) }
     COMPUTE()
-    if (more) { STORE_ALL(s ^ 1u, k + BK) }
+    if (STAGES == 1u) barrier();  // every subgroup is done reading the stage that the store overwrites
+    if (more) { STORE_ALL((s + 1u) % STAGES, k + BK) }
     barrier();
   }
   STORE_ROW(0) STORE_ROW(1) STORE_ROW(2) STORE_ROW(3)

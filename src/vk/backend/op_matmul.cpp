@@ -237,15 +237,25 @@ struct Q8GemmTile {
 // per invocation (BN <= WG), and shared memory for two stages of codes (Q6_K: X's rows 1.5 times as long, with the
 // zeros between block halves), Q4_K's min terms (f16 [16][BN] and [BM][16]) and the larger of the two stages' scales
 // (Q6_K's weight scales per 16 elements) and the per-subgroup edge tiles (which share their space).
+// matmul_coopmat_q8's shared-memory stages (STAGES): one for tiles of up to 32 tokens, two above. NVIDIA's driver
+// runs compute shaders with about 100 KiB of shared memory per multiprocessor, not the 228 the H200 has
+// (vk_alu_bench's residency table: 5 workgroups of 20 KiB, 2 of 48), so the 16-token tile's second stage (18.9 KiB
+// in all; 10.5 with one) cost half its resident workgroups. One stage adds a barrier per K step and won in the
+// model: the 8B's S_TG at 16 / 32 sequences 2238.8 / 2247.2 -> 2379.2 / 2396.4 and 3300.8 / 3284.7 -> 3395.5 /
+// 3437.7 (H200, alternating runs); the 64-token tiles lost a little on the kernel bench (64x14336x4096 q4_K 90.2 ->
+// 92.1 us) and keep two (docs/benchmarks.md).
+uint32_t q8_gemm_stages(const Q8GemmTile& t) { return t.fm <= 2 ? 1 : 2; }
+
 bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t) {
   const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
   const bool q6 = type == model::GgmlType::Q6_K;
   const uint32_t blocks = t.bk / 32, w_scales = q6 ? 2 * blocks : blocks, w_items = q6 ? blocks / 2 : blocks;
   const uint64_t w_row = t.bk / 16 + 1, x_row = q6 ? 3 * blocks + 1 : w_row;  // in 16 bytes
-  const uint64_t min_terms = type == model::GgmlType::Q4_K ? 2ull * 16 * (bn + bm) * 2 : 0;
+  const uint64_t stages = q8_gemm_stages(t);
+  const uint64_t min_terms = type == model::GgmlType::Q4_K ? stages * 16 * (bn + bm) * 2 : 0;
   const uint64_t scratch =
-      std::max<uint64_t>(2ull * (uint64_t(w_scales) * bn + uint64_t(blocks) * bm) * 4, uint64_t(t.wn) * 1024);
-  const uint64_t shared = 2ull * (bn * w_row + bm * x_row) * 16 + scratch + min_terms;
+      std::max<uint64_t>(stages * (uint64_t(w_scales) * bn + uint64_t(blocks) * bm) * 4, uint64_t(t.wn) * 1024);
+  const uint64_t shared = stages * (bn * w_row + bm * x_row) * 16 + scratch + min_terms;
   return t.fm >= 1 && t.fm <= 4 && t.fn >= 1 && t.fn <= 4 && t.wn >= 1 && (t.bk == 128 || t.bk == 256) && bn <= wg &&
          uint64_t(bn) * w_items <= 8ull * wg && uint64_t(bm) * blocks <= 4ull * wg &&
          wg <= e.info().max_workgroup_invocations && shared <= e.info().max_shared_memory;
@@ -363,7 +373,7 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const ShaderId id = weight_shader(WeightKernel::matmul_coopmat_q8, w.type);
   const auto& p = e.pipeline(
       id, {{0, t.wn * sg}, {1, t.fm}, {2, t.fn}, {3, t.wn}, {5, accumulate}, {6, t.bk}, {10, split},
-           {11, q8_gemm_biased_sums(w.type)}},
+           {11, q8_gemm_biased_sums(w.type)}, {12, q8_gemm_stages(t)}},
       options);
   e.dispatch(p, {w.matrix.chunk(0).span(), x, out, sk.partials}, as_push(push), {grid[0], grid[1], split});
   e.note_variant(cat(shader_blob(id).name, " ", bm, "x", bn, "x", t.bk, split > 1 ? cat(" split-K ", split) : ""));
