@@ -23,11 +23,11 @@
 // zero). The raw words of step k + 1 are loaded into registers before step k's multiply-adds and stored after them:
 // into the other of two stages (STAGES 2, one barrier per step), or with STAGES 1 into the same one after a barrier
 // (two per step, half the shared memory: more resident workgroups where the driver's shared-memory share per
-// multiprocessor, not registers, bounds them; op_matmul.cpp's q8_gemm_stages). Per invocation and K step: at most 8 W items (16 code bytes of Q4_K, one
-// 18-byte Q4_0 block, 48 bytes of Q6_K: 64 codes), 4 X items (a 32-code block) and one Q4_K / Q6_K header (BN <=
-// invocations; the host checks). Q6_K stages X's blocks as [codes 0-15 | 16 zeros | codes 16-31] (3 uvec4; rows of
-// 3 BK / 32 + 1): a fragment loaded at the first is the block with its upper half zero, one at the zeros the block
-// with its lower half zero.
+// multiprocessor, not registers, bounds them; op_matmul.cpp's q8_gemm_stages). Per invocation and K step: at most 8
+// W items (16 code bytes of Q4_K, one 18-byte Q4_0 block, 48 bytes of Q6_K: 64 codes), 4 X items (a 32-code block)
+// and one Q4_K / Q6_K header (BN <= invocations; the host checks). Q6_K stages X's blocks as [codes 0-15 | 16 zeros
+// | codes 16-31] (3 uvec4; rows of 3 BK / 32 + 1): a fragment loaded at the first is the block with its upper half
+// zero, one at the zeros the block with its lower half zero.
 // Split-K as matmul_coopmat.comp: workgroup z > 0 writes its partial C at (z - 1) * partial_stride() in binding 3.
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_cooperative_matrix : require

@@ -62,8 +62,8 @@ std::string hex(uint32_t v) {
 }
 
 // Residency (shaders/residency_probe.comp): the most workgroups of each size and shared-memory footprint the device
-// ran at once, out of a grid far larger than it can hold; divided by the multiprocessor count where the device names
-// it, this is the occupancy a kernel of that footprint can have at most (registers aside), which explains tile choices.
+// ran at once, out of a grid far larger than it can hold; divided by the device's multiprocessor count, this is the
+// occupancy a kernel of that footprint can have at most (registers aside), which explains tile choices.
 void residency(vk::Context& ctx, vk::Allocator& alloc, vk::Pipelines& pipelines, vk::Transfer& transfer) {
   if (!vk::shader_available(vk::ShaderId::residency_probe)) return;
   // A CPU device (lavapipe, CI) runs a workgroup per thread: a small grid and short chains say as much there.

@@ -233,10 +233,6 @@ struct Q8GemmTile {
   uint32_t split = 0;                         // split-K (fewer where K has fewer steps); 0: coopmat_split's rule
 };
 
-// Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
-// per invocation (BN <= WG), and shared memory for two stages of codes (Q6_K: X's rows 1.5 times as long, with the
-// zeros between block halves), Q4_K's min terms (f16 [16][BN] and [BM][16]) and the larger of the two stages' scales
-// (Q6_K's weight scales per 16 elements) and the per-subgroup edge tiles (which share their space).
 // matmul_coopmat_q8's shared-memory stages (STAGES): one for tiles of up to 32 tokens, two above. NVIDIA's driver
 // runs compute shaders with about 100 KiB of shared memory per multiprocessor, not the 228 the H200 has
 // (vk_alu_bench's residency table: 5 workgroups of 20 KiB, 2 of 48), so the 16-token tile's second stage (18.9 KiB
@@ -246,6 +242,10 @@ struct Q8GemmTile {
 // 92.1 us) and keep two (docs/benchmarks.md).
 uint32_t q8_gemm_stages(const Q8GemmTile& t) { return t.fm <= 2 ? 1 : 2; }
 
+// Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
+// per invocation (BN <= WG), and shared memory for the stages (q8_gemm_stages) of codes (Q6_K: X's rows 1.5 times as
+// long, with the zeros between block halves), of Q4_K's min terms (f16 [16][BN] and [BM][16]) and of the scales
+// (Q6_K's weight scales per 16 elements), the scales sharing their space with the per-subgroup edge tiles.
 bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t) {
   const uint32_t sg = e.info().subgroup_size, wg = t.wn * sg, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
   const bool q6 = type == model::GgmlType::Q6_K;
