@@ -234,12 +234,10 @@ struct Q8GemmTile {
 };
 
 // matmul_coopmat_q8's shared-memory stages (STAGES): one for tiles of up to 32 tokens, two above. NVIDIA's driver
-// runs compute shaders with about 100 KiB of shared memory per multiprocessor, not the 228 the H200 has
-// (vk_alu_bench's residency table: 5 workgroups of 20 KiB, 2 of 48), so the 16-token tile's second stage (18.9 KiB
-// in all; 10.5 with one) cost half its resident workgroups. One stage adds a barrier per K step and won in the
-// model: the 8B's S_TG at 16 / 32 sequences 2238.8 / 2247.2 -> 2379.2 / 2396.4 and 3300.8 / 3284.7 -> 3395.5 /
-// 3437.7 (H200, alternating runs); the 64-token tiles lost a little on the kernel bench (64x14336x4096 q4_K 90.2 ->
-// 92.1 us) and keep two (docs/benchmarks.md).
+// gives compute shaders about 100 KiB of shared memory per multiprocessor (vk_alu_bench's residency table), so a
+// 16-token tile's second stage halved its resident workgroups; one stage costs a second barrier per K step and made
+// the 8B's batched steps at 16 and 32 sequences 4-6 % faster on the H200, while the 64-token tiles, which their
+// registers bound as well, lost a little with it (docs/benchmarks.md).
 uint32_t q8_gemm_stages(const Q8GemmTile& t) { return t.fm <= 2 ? 1 : 2; }
 
 // Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
