@@ -76,134 +76,17 @@ layout(local_size_x_id = 0) in;
 layout(binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(binding = 1) readonly buffer K { CACHE_VEC4 k4[]; };
 layout(binding = 2) readonly buffer V { CACHE_VEC4 v4[]; };
-layout(binding = 3) readonly buffer Positions { int positions[]; };
-layout(binding = 4) writeonly buffer Out { float o[]; };  // MERGE only
-layout(binding = 5) coherent buffer Partials { float partials[]; };
-layout(binding = 6) coherent buffer Counters { uint counters[]; };  // MERGE: per row, 0 between steps
-layout(binding = 7) writeonly buffer Q8 { uint q8[]; };             // Q8_OUT: quantize_q8.comp's layout
-layout(binding = 8) readonly buffer Seq { int seq[]; };
-layout(binding = 9) readonly buffer Pages { int pages[]; };
-layout(binding = 10) readonly buffer Sinks { float sinks[]; };  // [n_heads] when has_sinks, else a stand-in
-// MERGE: this dispatch's indirect arguments {rows, splits, 1, keys per split}, which the backend writes before each
-// step for the step's longest sequence (OpEncoder::step_split_groups); a stand-in without MERGE (pc.split_keys then).
-layout(binding = 11) readonly buffer SplitArgs { uint split_args[]; };
-layout(binding = 12) writeonly buffer OutF16 { uvec2 o16[]; };  // F16_OUT: 4 halves per uvec2; else a stand-in
-layout(constant_id = 1) const bool MERGE = false;
-layout(constant_id = 2) const bool Q8_OUT = false;
-// Positions per KV page (the push constant page_size, as a constant so that j / PAGE_SIZE is a shift for the page
-// sizes the engine uses, powers of two).
-layout(constant_id = 3) const uint PAGE_SIZE = 32;
-#define Q8_FROM_LANES  // q8_block_max8
-#include "q8_rows.glsl"
-layout(push_constant) uniform Push {
-  uint n_tokens; uint n_heads; uint n_kv_heads; uint head_dim; uint head_dim_v; float scale; uint split_keys;
-  uint page_size; uint pages_per_seq; uint window; uint has_sinks;
-} pc;
-
-const uint MAX_C = 4;            // vec4 of q / of the output per lane and head
-const uint MAX_HEADS = 4;
-const uint MAX_SUBGROUPS = 16;   // the host keeps subgroups x HEADS within these
 const uint MAX_HEAD_DIM_V = 256;
+#include "attention_decode_merge.glsl"
 
-// Keys per split (the split y takes keys [y * split_keys(), (y + 1) * split_keys())).
-uint split_keys() { return MERGE ? split_args[3] : pc.split_keys; }
-layout(constant_id = 4) const uint HEADS = 1;
+const uint MAX_C = 4;  // vec4 of q / of the output per lane and head
 layout(constant_id = 5) const uint LPK = 32;  // lanes per key slot: LPK * C * 4 >= head_dim, head_dim_v
 layout(constant_id = 6) const uint C = 1;
-layout(constant_id = 7) const bool F16_OUT = false;
-// Per (subgroup, head): the merged (m, l) and output of its slots.
-shared float sg_m[MAX_SUBGROUPS], sg_l[MAX_SUBGROUPS];
-shared vec4 sg_acc[MAX_SUBGROUPS * MAX_HEAD_DIM_V / 4];
-
-shared bool is_last;
-
-// The cache row of key j of the sequence whose page-table row starts at page_base.
-uint cache_row(uint page_base, uint j) { return uint(pages[page_base + j / PAGE_SIZE]) * PAGE_SIZE + j % PAGE_SIZE; }
 
 // The sum of v over the LPK lanes of this lane's slot (xor shuffles stay within aligned groups of LPK lanes).
 float slot_sum(float v) {
   [[unroll]] for (uint o = 1; o < LPK; o <<= 1) v += subgroupShuffleXor(v, o);
   return v;
-}
-
-// Item idx < HEADS * DV4 of the workgroup's rows (head h0 + idx / DV4, dims 4 (idx % DV4) .. + 3), merged: written
-// as f32, as f16 (F16_OUT) and as int8 (Q8_OUT: a 32-dim block's maximum over its 8 items, 8 consecutive invocations
-// of one subgroup, all active: HEADS * DV4 and the workgroup size are multiples of 8; q8_rows.glsl).
-void write_item(uint t, uint h, uint d4, vec4 v) {
-  const uint at = (t * pc.n_heads + h) * pc.head_dim_v + 4 * d4;
-  o[at] = v.x, o[at + 1] = v.y, o[at + 2] = v.z, o[at + 3] = v.w;
-  if (F16_OUT) o16[at / 4u] = uvec2(packHalf2x16(v.xy), packHalf2x16(v.zw));
-  if (Q8_OUT) {
-    const float m = q8_block_max8(v);
-    const uint cols = pc.n_heads * pc.head_dim_v, row = q8_row_base(t, cols), g = h * (pc.head_dim_v / 4) + d4;
-    q8[row + g] = q8_pack(v, m);
-    if ((g & 7u) == 0u) q8[row + q8_scale_word(cols, g)] = q8_scale_bits(m);
-  }
-}
-
-// The end of a workgroup: its subgroups' (m, l, acc) per head (sg_* at sg * HEADS + hh) merged into the split's
-// partial of each of its HEADS rows, or with MERGE and one split into the rows themselves; with MERGE, the last
-// workgroup of the (token, head group) to count merges the splits of all its rows (the formula of
-// attention_combine.comp; one counter per group, its first head's row counter). Every step covers all HEADS x DV4
-// items at once: a merge per head, one after the other with its own barriers and counter, cost a 4-head workgroup
-// four merges' latency in a row (about 6 us each on the H200: docs/benchmarks.md).
-void finish_group(uint t, uint h0, uint split) {
-  const uint tid = gl_LocalInvocationID.x, WG = gl_WorkGroupSize.x, n_sg = gl_NumSubgroups;
-  const uint DV = pc.head_dim_v, DV4 = DV / 4, n_items = HEADS * DV4, n_splits = gl_NumWorkGroups.y;
-  const uint row_floats = DV + 2;
-  const bool single = MERGE && n_splits == 1u;  // one split holds every key: no partial, counter or re-read
-  for (uint idx = tid; idx < n_items; idx += WG) {
-    const uint hh = idx / DV4, d4 = idx - hh * DV4;
-    float big_m = -1.0 / 0.0;
-    for (uint i = 0; i < n_sg; ++i) big_m = max(big_m, sg_m[i * HEADS + hh]);
-    float big_l = 0.0;
-    vec4 a = vec4(0.0);
-    for (uint i = 0; i < n_sg; ++i) {
-      const uint e = i * HEADS + hh;
-      if (sg_m[e] == -1.0 / 0.0) continue;  // a subgroup without keys
-      const float w = exp(sg_m[e] - big_m);
-      big_l += w * sg_l[e];
-      a += w * sg_acc[e * (MAX_HEAD_DIM_V / 4) + d4];
-    }
-    if (single) {
-      write_item(t, h0 + hh, d4, a / big_l);
-    } else {
-      const uint base = ((t * pc.n_heads + h0 + hh) * n_splits + split) * row_floats;
-      partials[base + 4 * d4] = a.x, partials[base + 4 * d4 + 1] = a.y;
-      partials[base + 4 * d4 + 2] = a.z, partials[base + 4 * d4 + 3] = a.w;
-      if (d4 == 0) {
-        partials[base + DV] = big_m;  // -inf for a split with no keys
-        partials[base + DV + 1] = big_l;
-      }
-    }
-  }
-  if (!MERGE || single) return;
-  const uint counter = t * pc.n_heads + h0;
-  memoryBarrierBuffer();  // this workgroup's partials are visible before it is counted
-  barrier();
-  if (tid == 0) is_last = atomicAdd(counters[counter], 1u) == n_splits - 1u;
-  barrier();
-  if (!is_last) return;
-  memoryBarrierBuffer();
-  // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
-  const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
-  for (uint idx = tid; idx < n_items; idx += WG) {
-    const uint hh = idx / DV4, d4 = idx - hh * DV4;
-    const uint row_base = (t * pc.n_heads + h0 + hh) * n_splits * row_floats;
-    float big_m = -1.0 / 0.0;  // finite: the split of the token's own key
-    for (uint s = 0; s < used; ++s) big_m = max(big_m, partials[row_base + s * row_floats + DV]);
-    float den = 0.0;
-    vec4 merged = vec4(0.0);
-    for (uint s = 0; s < used; ++s) {
-      const uint b = row_base + s * row_floats;
-      const float w = exp(partials[b + DV] - big_m);  // 0 for a split without keys (m = -inf)
-      den += w * partials[b + DV + 1];
-      merged += w * vec4(partials[b + 4 * d4], partials[b + 4 * d4 + 1], partials[b + 4 * d4 + 2],
-                         partials[b + 4 * d4 + 3]);
-    }
-    write_item(t, h0 + hh, d4, merged / den);
-  }
-  if (tid == 0) counters[counter] = 0u;  // every workgroup of this group has counted: ready for the next step
 }
 
 void main() {

@@ -100,6 +100,8 @@ greta_add_shader(attention_combine_f32 attention_combine.comp)
 greta_add_shader(attention_decode_f32 attention_decode.comp)
 greta_add_shader(attention_decode_f32_kvf16 attention_decode.comp DEFINES CACHE_F16)
 greta_add_shader(attention_decode_f32_kvq8 attention_decode.comp DEFINES CACHE_Q8)
+# Batched decode attention of GQA heads on cooperative matrices (f16 caches; op_attention.cpp picks it).
+greta_add_shader(attention_decode_coopmat_f16_kvf16 attention_decode_coopmat.comp REQUIRES coopmat)
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.
 greta_add_shader(rope_kv_f32 rope_kv.comp)
 greta_add_shader(rope_kv_f32_kvf16 rope_kv.comp DEFINES CACHE_F16)

@@ -273,67 +273,6 @@ TEST_CASE("vk decode attention merges its splits and feeds the int8 output proje
       }
 }
 
-// Batched decode steps (one token of each sequence: AttentionOp::one_query_per_seq) with their output projection,
-// with 1, 2 and 4 query heads per workgroup forced (the backend takes 4 from 512 rows on): f32, f16 and q8_0 caches,
-// groups of 2, 3, 4 and 8 query heads per KV head, head dims 16, 64 and 128, sliding windows, sinks, one split
-// (positions < 32) and many. The last workgroup of a head group merges the splits of all its rows at once and also
-// writes the projection's input: int8 for the int8 kernels (checked below), f16 where a cooperative-matrix GEMM
-// reads it.
-TEST_CASE("vk batched decode attention: head groups merged at once, with the output projection's inputs") {
-  using engine::ElemType;
-  struct Case {
-    int64_t seqs, start, heads, kv_heads, head_dim, window;
-    bool sinks;
-    ElemType kv_type;
-    GgmlType projection;
-  };
-  const Case cases[] = {
-      {5, 300, 8, 2, 64, 0, false, ElemType::F16, GgmlType::Q4_0},
-      {16, 450, 6, 2, 128, 0, true, ElemType::F16, GgmlType::F16},
-      {9, 200, 32, 8, 128, 0, false, ElemType::F16, GgmlType::Q4_K},
-      {3, 5, 16, 2, 64, 0, false, ElemType::F32, GgmlType::Q6_K},  // positions < 32: one split
-      {7, 400, 8, 4, 16, 50, true, ElemType::Q8_0, GgmlType::F16},
-      {33, 100, 8, 2, 128, 17, false, ElemType::F16, GgmlType::Q4_K},
-      {20, 480, 12, 4, 64, 0, false, ElemType::F32, GgmlType::F16},
-  };
-  uint32_t seed = 1350;
-  int multi_head_runs = 0, int8_out_runs = 0;
-  for (const Case& k : cases)
-    for (const char* heads : {"1", "2", "4"}) {
-      CAPTURE(k.seqs);
-      CAPTURE(k.heads);
-      CAPTURE(k.kv_heads);
-      CAPTURE(k.head_dim);
-      CAPTURE(int(k.kv_type));
-      CAPTURE(heads);
-      vk::test::ScopedEnv heads_env("GRETA_VK_ATTN_HEADS", heads);
-      test::AttentionShape s{k.seqs, k.start, k.heads, k.kv_heads, k.head_dim, k.seqs, k.kv_type};
-      s.window = k.window;
-      s.sinks = k.sinks;
-      s.decode = true;
-      auto [c, attn, k_cache] = test::attention_case(s, seed);
-      const int64_t width = s.heads * s.head_dim, rows = 67;
-      const WeightId w = c.weight("attn_output", k.projection, rows, width, seed++);
-      const BufferId y = c.output("y", s.n_tokens * rows);
-      c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
-      std::string kernels;
-      compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
-      compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6);
-      CHECK_MESSAGE(has(kernels, "attention_decode_f32"), kernels);
-      CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
-      // More than one head where the group allows (small subgroups may take 2 for 4, and 1 for head dim 128).
-      if (heads[0] != '1' && (k.heads / k.kv_heads) % std::atoi(heads) == 0 && k.head_dim <= 64)
-        CHECK_MESSAGE(!has(kernels, "(1 head,"), kernels);
-      multi_head_runs += !has(kernels, "(1 head,");
-      if (k.head_dim % 32 == 0) CHECK_MESSAGE(has(kernels, "int8 output"), kernels);
-      int8_out_runs += has(kernels, "int8 output");
-      if (k.window > 0) CHECK_MESSAGE(has(kernels, "window"), kernels);
-      if (k.sinks) CHECK_MESSAGE(has(kernels, "sinks"), kernels);
-    }
-  CHECK(multi_head_runs >= 6);
-  CHECK(int8_out_runs >= 10);
-}
-
 TEST_CASE("vk swiglu, residual add, bias add") {
   for (int64_t rows : {int64_t(1), int64_t(3)})
     for (int64_t width : {int64_t(5), int64_t(1000)}) {

@@ -6,7 +6,8 @@
 //   keys are also split over workgroups (at most 64 splits of >= 64 keys, over a sequence's whole context since the
 //   lengths are only known on the device) and attention_combine merges the partial results; attention_decode (head
 //   dims that are multiples of 4) merges them in its last workgroup per row instead, and can write the output as
-//   int8 for the int8 output projection (attention_decode.comp).
+//   int8 for the int8 output projection (attention_decode.comp); attention_decode_coopmat does the same on
+//   cooperative matrices for the GQA head groups of large batched decode steps (decode_coopmat_heads).
 // Every kernel reads the paged cache through the page table (engine/plan.h; tokens of several sequences may share a
 // step) and has a variant per cache type: *_kvf16 reads f16 caches (16-bit storage) and computes in f32, *_kvq8 reads
 // Q8_0 caches (engine/kv_q8.h; dequantized in f32, and rounded to f16 by attention_coopmat as f32 caches are).
@@ -66,6 +67,46 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
     if (heads == 1 || (group % heads == 0 && (dim4 + lanes - 1) / lanes <= max_c && local >= op.head_dim_v / 4))
       return {heads, lanes, (dim4 + lanes - 1) / lanes, local};
   }
+}
+
+// The decode kernels' target workgroup count (the key splits of a step: see encode_attention).
+constexpr int64_t kDecodeTargetGroups = 512;
+
+// attention_decode_coopmat.comp's shared memory: S, P and the alphas of 4 subgroups, their staged K or V rows (16
+// keys of up to 128 dims: 17 uvec4 each), the merge's per-(subgroup, head) state.
+constexpr uint32_t kDecodeCoopmatShared = 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 * 16 * 17 * 16 + 16 * 32 * 16 + 16 * 8;
+
+// Query heads per workgroup of attention_decode_coopmat (the query heads of a KV head as the rows of one 16-row tile:
+// the largest of 4, 3, 2 dividing the group), or 0 where it does not apply: a batched decode step (one token per
+// sequence, whose rows share nothing else) over an f16 cache, GQA (2 or more heads per KV head), head_dim ==
+// head_dim_v of 16, 32, 64 or 128 (rows staged as uvec4 by shifts), pages of a multiple of 16 positions, f16
+// cooperative matrices, subgroups of at least 32 (8 softmax lanes per head), a model whose attention may round to f16
+// (OpEncoder::f16_attention), and at least kDecodeTargetGroups / 2 head groups (one or two key splits). Below that
+// the splits are short, a workgroup runs one or two blocks of 16 keys per subgroup, and its setup and merge (Q
+// staged, the first blocks' latency, the subgroups' merge) cost more than attention_decode's shuffles. On the H200,
+// the 8B (32 query heads on 8 KV heads, head dim 128, ~600 positions), attention ms per step at 4 / 16 / 32 / 64
+// sequences: attention_decode 0.518 / 0.900 / 1.484 / 2.553, this kernel 0.785 / 0.992 / 1.282 / 1.765; fewer
+// subgroups per workgroup or more splits were slower at every count (docs/benchmarks.md).
+// GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =0 never (tests, measurements); GRETA_VK_ATTN_HEADS, which forces
+// attention_decode's layout, also keeps attention_decode.
+uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op, bool f16_cache, uint32_t rows) {
+  const char* forced = std::getenv("GRETA_VK_ATTN_COOPMAT");
+  const char* heads_env = std::getenv("GRETA_VK_ATTN_HEADS");
+  if (forced && *forced && std::string_view(forced) != "0" && std::string_view(forced) != "1")
+    fail("GRETA_VK_ATTN_COOPMAT=", forced, ": expected 0 or 1");
+  if ((forced && std::string_view(forced) == "0") || (heads_env && *heads_env)) return 0;
+  const int64_t group = op.n_heads / op.n_kv_heads;
+  const uint32_t heads = group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
+  const DeviceInfo& info = e.info();
+  const bool enough_rows = rows / heads >= kDecodeTargetGroups / 2 || (forced && std::string_view(forced) == "1");
+  const bool usable = enough_rows && op.one_query_per_seq && f16_cache && e.f16_attention() && heads >= 2 &&
+                      op.head_dim == op.head_dim_v && op.head_dim >= 16 && op.head_dim <= 128 &&
+                      std::has_single_bit(uint64_t(op.head_dim)) &&
+                      op.page_size % 16 == 0 && e.has_coopmat_f16() && info.subgroup_size >= 32 &&
+                      info.subgroup_size <= 128 && info.compute_full_subgroups &&
+                      info.max_shared_memory >= kDecodeCoopmatShared &&
+                      shader_available(ShaderId::attention_decode_coopmat_f16_kvf16);
+  return usable ? heads : 0;
 }
 
 }  // namespace
@@ -163,17 +204,22 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   }
   // attention_decode: subgroups walk keys on their own (see the shader), for head dims it covers.
   const uint32_t sg = e.info().subgroup_size;
-  const DecodeLayout layout = decode_layout(op, rows, sg);
+  // attention_decode_coopmat: 128 invocations (1-4 subgroups), a head group's rows in one tile.
+  const uint32_t coopmat_heads = decode_coopmat_heads(e, op, f16, rows);
+  const DecodeLayout layout =
+      coopmat_heads ? DecodeLayout{coopmat_heads, 0, 0, std::max(128u, sg)} : decode_layout(op, rows, sg);
   const uint32_t decode_local = layout.local;
   const bool decode_kernel = op.head_dim % 4 == 0 && op.head_dim_v % 4 == 0 && op.head_dim <= 16 * int64_t(sg) &&
                              op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&
                              e.info().compute_full_subgroups && rows <= e.info().max_workgroup_count[0] &&
                              (e.info().subgroup_operations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) != 0;
   const uint32_t decode_groups = rows / layout.heads;
-  // "attention_decode_f32_kvf16 (4 heads, 16 lanes per key, ": the layout, then the splits.
+  // "attention_decode_f32_kvf16 (4 heads, 16 lanes per key, " or "attention_decode_coopmat_f16_kvf16 (4 heads, ":
+  // the layout, then the splits.
   const std::string decode_name =
-      cat("attention_decode_f32", cache_suffix, " (", layout.heads, layout.heads > 1 ? " heads" : " head", ", ",
-          layout.lanes_per_key, " lanes per key, ");
+      coopmat_heads ? cat("attention_decode_coopmat_f16_kvf16 (", layout.heads, " heads, ")
+                    : cat("attention_decode_f32", cache_suffix, " (", layout.heads,
+                          layout.heads > 1 ? " heads" : " head", ", ", layout.lanes_per_key, " lanes per key, ");
   // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
   // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
   // workgroups. Each split costs its partial, its count and a share of the merge, so the target is about 4
@@ -184,7 +230,6 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   // positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little more than its setup
   // and the merge). Sized here for the plan's context (the partials); with MERGE the backend sizes them again before
   // each step for the step's longest sequence (step_key_splits).
-  constexpr int64_t kDecodeTargetGroups = 512;
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
   const uint32_t wanted_splits =
       uint32_t(std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64));
@@ -213,17 +258,24 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
     GRETA_CHECK(!f16 || f16_out->rows * f16_out->cols == uint64_t(op.n_tokens * op.n_heads * op.head_dim_v),
                 "f16 attention output of ", f16_out ? f16_out->rows * f16_out->cols : 0, " values");
     const BufferSpan out16 = f16 ? e.f16_target(op.out, f16_out->rows, f16_out->cols) : out;
-    const auto& d = e.pipeline(variant(ShaderId::attention_decode_f32, ShaderId::attention_decode_f32_kvf16,
-                                       ShaderId::attention_decode_f32_kvq8),
-                               {{0, decode_local},
-                                {1, merge},
-                                {2, q8_out},
-                                {3, uint32_t(op.page_size)},
-                                {4, layout.heads},
-                                {5, layout.lanes_per_key},
-                                {6, layout.vec4_per_lane},
-                                {7, f16}},
-                               options);
+    GRETA_CHECK(!coopmat_heads || merge, "attention_decode_coopmat over ", splits, " key splits (at most 64)");
+    const auto& d =
+        coopmat_heads
+            ? e.pipeline(ShaderId::attention_decode_coopmat_f16_kvf16,
+                         {{0, decode_local}, {1, merge}, {2, q8_out}, {3, uint32_t(op.page_size)}, {4, layout.heads},
+                          {7, f16}},
+                         options)
+            : e.pipeline(variant(ShaderId::attention_decode_f32, ShaderId::attention_decode_f32_kvf16,
+                                 ShaderId::attention_decode_f32_kvq8),
+                         {{0, decode_local},
+                          {1, merge},
+                          {2, q8_out},
+                          {3, uint32_t(op.page_size)},
+                          {4, layout.heads},
+                          {5, layout.lanes_per_key},
+                          {6, layout.vec4_per_lane},
+                          {7, f16}},
+                         options);
     if (merge) {
       // The backend sizes the splits before each step for its longest sequence (the split size in the 4th word of
       // the indirect arguments, binding 11): only splits that hold keys run (a short sequence is one or two splits,
