@@ -56,16 +56,8 @@ TEST_CASE("vk batched decode attention: head groups merged at once, with the out
       s.window = k.window;
       s.sinks = k.sinks;
       s.decode = true;
-      auto [c, attn, k_cache] = test::attention_case(s, seed);
-      const int64_t width = s.heads * s.head_dim, rows = 67;
-      const WeightId w = c.weight("attn_output", k.projection, rows, width, seed++);
-      const BufferId y = c.output("y", s.n_tokens * rows);
-      c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
-      std::string kernels;
-      compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
-      compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6);
+      const std::string kernels = check_decode_step(s, k.projection, seed);
       CHECK_MESSAGE(has(kernels, "attention_decode_f32"), kernels);
-      CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
       // More than one head where the group allows (small subgroups may take 2 for 4, and 1 for head dim 128).
       if (heads[0] != '1' && (k.heads / k.kv_heads) % std::atoi(heads) == 0 && k.head_dim <= 64)
         CHECK_MESSAGE(!has(kernels, "(1 head,"), kernels);
@@ -80,10 +72,11 @@ TEST_CASE("vk batched decode attention: head groups merged at once, with the out
 }
 
 // attention_decode_coopmat: the query heads of a KV head as the rows of one 16-row tile. Groups of 2, 3, 4 and 8 query
-// heads per KV head (8: two workgroups of 4), head dims 16, 32, 64 and 128 (96 takes attention_decode), sliding windows (blocks cut at the front and the
-// back), sinks, one split (positions < 32) and many, sequences at position 0 and near the context's end; the output
-// as int8, f16 and f32 for the projections. Each case runs with GRETA_VK_ATTN_COOPMAT=1 (the kernel at any number of
-// sequences) and =0 (attention_decode); unset, the backend takes it from 256 head groups (the rule's two cases last).
+// heads per KV head (8: two workgroups of 4), head dims 16, 32, 64 and 128 (96 takes attention_decode), sliding
+// windows (blocks cut at the front and the back), sinks, one split (positions < 32) and many, sequences at position 0
+// and near the context's end; the output as int8, f16 and f32 for the projections. Each case runs with
+// GRETA_VK_ATTN_COOPMAT=1 (the kernel at any number of sequences) and =0 (attention_decode); unset, the backend takes
+// it from 128 head groups (the rule's two cases last).
 TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups as the rows of a tile") {
   struct Case {
     int64_t seqs, start, heads, kv_heads, head_dim, window;
@@ -114,15 +107,7 @@ TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups 
       s.window = k.window;
       s.sinks = k.sinks;
       s.decode = true;
-      auto [c, attn, k_cache] = test::attention_case(s, seed);
-      const int64_t width = s.heads * s.head_dim, rows = 67;
-      const WeightId w = c.weight("attn_output", k.projection, rows, width, seed++);
-      const BufferId y = c.output("y", s.n_tokens * rows);
-      c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
-      std::string kernels;
-      compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
-      compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6);
-      CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
+      const std::string kernels = check_decode_step(s, k.projection, seed);
       const bool ran = has(kernels, "attention_decode_coopmat");
       CHECK_MESSAGE(ran == (coopmat && env[0] == '1' && k.head_dim != 96), kernels);
       coopmat_runs += ran;
@@ -131,15 +116,13 @@ TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups 
       if (k.sinks) CHECK_MESSAGE(has(kernels, "sinks"), kernels);
     }
   if (coopmat) CHECK(coopmat_runs == 8);
-  // The rule: 32 sequences of 32 query heads on 8 KV heads are 256 head groups of 4 (one or two key splits: the
-  // coopmat kernel), 16 are 128 (more splits, each workgroup with a few blocks: attention_decode).
-  for (int64_t seqs : {int64_t(16), int64_t(32)}) {
+  // The rule: 16 sequences of 32 query heads on 8 KV heads are 128 head groups of 4 (the coopmat kernel, in splits
+  // for about 256 workgroups), 8 are 64 (attention_decode).
+  for (int64_t seqs : {int64_t(8), int64_t(16)}) {
     CAPTURE(seqs);
     test::AttentionShape s{seqs, 450, 32, 8, 128, seqs, engine::ElemType::F16};
     s.decode = true;
-    auto [c, attn, k_cache] = test::attention_case(s, seed);
-    std::string kernels;
-    compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels);
-    CHECK_MESSAGE(has(kernels, "attention_decode_coopmat") == (coopmat && seqs == 32), kernels);
+    const std::string kernels = check_decode_step(s, GgmlType::Q4_0, seed);
+    CHECK_MESSAGE(has(kernels, "attention_decode_coopmat") == (coopmat && seqs == 16), kernels);
   }
 }

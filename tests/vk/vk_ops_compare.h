@@ -1,4 +1,4 @@
-// What the Vulkan op tests share (vk_ops_test.cpp, vk_fusion_test.cpp): a backend with chosen kernels, and the
+// What the Vulkan op tests share (vk_ops_test.cpp, vk_decode_attention_test.cpp, vk_fusion_test.cpp): a backend with chosen kernels, and the
 // comparison of one op case's output against the CPU reference backend.
 // Errors are NMSE = sum (vk - cpu)^2 / sum cpu^2 over the op's output, with a limit per op and kernel:
 //   exact-arithmetic ops (embedding, kv write, elementwise)           1e-12 (bit-identical decoders; f32 ops)
@@ -77,6 +77,23 @@ inline double compare(OpCase& c, BufferId out, double limit, vk::MatmulKernel ke
   return e;
 }
 
+
+// A decode step of `s` (a few tokens, or s.decode: one token per sequence) and its output projection of 67 rows in
+// `projection`, both against the CPU (`q8`: VkBackendOptions::q8_activations); the kernels Vulkan ran, which must
+// include the attention kernel merging its own key splits.
+inline std::string check_decode_step(const greta::test::AttentionShape& s, GgmlType projection, uint32_t& seed,
+                                     bool q8 = true) {
+  auto [c, attn, k_cache] = greta::test::attention_case(s, seed);
+  const int64_t width = s.heads * s.head_dim, rows = 67;
+  const WeightId w = c.weight("attn_output", projection, rows, width, seed++);
+  const BufferId y = c.output("y", s.n_tokens * rows);
+  c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
+  std::string kernels;
+  compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels, q8);
+  compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
+  CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
+  return kernels;
+}
 
 inline bool device_has_coopmat() {
   // The automatic choice reports it: a 64-token matmul on a coopmat device uses matmul_coopmat_*.

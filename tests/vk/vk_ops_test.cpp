@@ -252,15 +252,7 @@ TEST_CASE("vk decode attention merges its splits and feeds the int8 output proje
         const char* heads = seed % 3 == 1 ? "4" : seed % 3 == 2 ? "2" : nullptr;  // as in the sliding-window test
         CAPTURE(heads);
         vk::test::ScopedEnv heads_env("GRETA_VK_ATTN_HEADS", heads);
-        auto [c, attn, k_cache] = test::attention_case(s, seed);
-        const int64_t width = s.heads * s.head_dim, rows = 67;
-        const WeightId w = c.weight("attn_output", type, rows, width, seed++);
-        const BufferId y = c.output("y", s.n_tokens * rows);
-        c.add("attn_output", MatMulOp{attn, y, w, s.n_tokens, width, rows});
-        std::string kernels;
-        compare(c, y, 1e-9, vk::MatmulKernel::automatic, 2e-6, &kernels, q8);
-        compare(c, attn, 1e-9, vk::MatmulKernel::automatic, 2e-6, nullptr, q8);
-        CHECK_MESSAGE(has(kernels, "merged by the last"), kernels);
+        const std::string kernels = check_decode_step(s, type, seed, q8);
         CHECK_MESSAGE(!has(kernels, "attention_combine"), kernels);
         // More than one where the group allows (small subgroups may take 2 for 4).
         if (heads && (s.heads / s.kv_heads) % std::atoi(heads) == 0) CHECK_MESSAGE(!has(kernels, "(1 head,"), kernels);

@@ -69,8 +69,11 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
   }
 }
 
-// The decode kernels' target workgroup count (the key splits of a step: see encode_attention).
-constexpr int64_t kDecodeTargetGroups = 512;
+// The decode kernels' target workgroup counts (the key splits of a step: see encode_attention).
+// attention_decode_coopmat aims at one wave of its workgroups on an H200 (227 registers: two per SM): at 16 / 32
+// sequences of the 8B its attention took 0.753 / 1.006 ms per step for about 256 workgroups, 0.990 / 1.279 for 512
+// (128: 0.791 / 1.005).
+constexpr int64_t kDecodeTargetGroups = 512, kDecodeCoopmatTargetGroups = 256;
 
 // attention_decode_coopmat.comp's shared memory: S, P and the alphas of 4 subgroups, their staged K or V rows (16
 // keys of up to 128 dims: 17 uvec4 each), the merge's per-(subgroup, head) state.
@@ -81,12 +84,13 @@ constexpr uint32_t kDecodeCoopmatShared = 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 *
 // sequence, whose rows share nothing else) over an f16 cache, GQA (2 or more heads per KV head), head_dim ==
 // head_dim_v of 16, 32, 64 or 128 (rows staged as uvec4 by shifts), pages of a multiple of 16 positions, f16
 // cooperative matrices, subgroups of at least 32 (8 softmax lanes per head), a model whose attention may round to f16
-// (OpEncoder::f16_attention), and at least kDecodeTargetGroups / 2 head groups (one or two key splits). Below that
-// the splits are short, a workgroup runs one or two blocks of 16 keys per subgroup, and its setup and merge (Q
-// staged, the first blocks' latency, the subgroups' merge) cost more than attention_decode's shuffles. On the H200,
-// the 8B (32 query heads on 8 KV heads, head dim 128, ~600 positions), attention ms per step at 4 / 16 / 32 / 64
-// sequences: attention_decode 0.518 / 0.900 / 1.484 / 2.553, this kernel 0.785 / 0.992 / 1.282 / 1.765; fewer
-// subgroups per workgroup or more splits were slower at every count (docs/benchmarks.md).
+// (OpEncoder::f16_attention), and at least 128 head groups (16 sequences of the 8B: its splits sized for about
+// kDecodeCoopmatTargetGroups workgroups then hold several blocks of 16 keys per subgroup). Below that a workgroup's
+// setup and merge (Q staged, the first blocks' latency, the subgroups' merge) cost more than attention_decode's
+// shuffles. On the H200, the 8B (32 query heads on 8 KV heads, head dim 128, ~600 positions), attention ms per step
+// at 4 / 8 / 16 / 32 / 64 sequences: attention_decode 0.516 / 0.683 / 0.904 / 1.483 / 2.558, this kernel 0.624 /
+// 0.599 / 0.753 / 1.006 / 1.765; S_TG at 8 and 16 sequences within noise, at 32 +3-4 %, at 64 +5 %
+// (docs/benchmarks.md).
 // GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =0 never (tests, measurements); GRETA_VK_ATTN_HEADS, which forces
 // attention_decode's layout, also keeps attention_decode.
 uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op, bool f16_cache, uint32_t rows) {
@@ -98,7 +102,8 @@ uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op,
   const int64_t group = op.n_heads / op.n_kv_heads;
   const uint32_t heads = group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
   const DeviceInfo& info = e.info();
-  const bool enough_rows = rows / heads >= kDecodeTargetGroups / 2 || (forced && std::string_view(forced) == "1");
+  const bool enough_rows =
+      rows / heads >= kDecodeCoopmatTargetGroups / 2 || (forced && std::string_view(forced) == "1");
   const bool usable = enough_rows && op.one_query_per_seq && f16_cache && e.f16_attention() && heads >= 2 &&
                       op.head_dim == op.head_dim_v && op.head_dim >= 16 && op.head_dim <= 128 &&
                       std::has_single_bit(uint64_t(op.head_dim)) &&
@@ -231,8 +236,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   // and the merge). Sized here for the plan's context (the partials); with MERGE the backend sizes them again before
   // each step for the step's longest sequence (step_key_splits).
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
+  const int64_t target_groups = coopmat_heads ? kDecodeCoopmatTargetGroups : kDecodeTargetGroups;
   const uint32_t wanted_splits =
-      uint32_t(std::clamp<int64_t>((kDecodeTargetGroups + group_rows - 1) / group_rows, 1, 64));
+      uint32_t(std::clamp<int64_t>((target_groups + group_rows - 1) / group_rows, 1, 64));
   const int64_t keys_per_split = decode_kernel ? int64_t(decode_split_keys(uint64_t(ctx), wanted_splits)) : split_keys;
   const int64_t splits = (ctx + keys_per_split - 1) / keys_per_split;
   Push split = push;
