@@ -1,5 +1,5 @@
-// What the Vulkan op tests share (vk_ops_test.cpp, vk_decode_attention_test.cpp, vk_fusion_test.cpp): a backend with chosen kernels, and the
-// comparison of one op case's output against the CPU reference backend.
+// What the Vulkan op tests share (vk_ops_test.cpp, vk_decode_attention_test.cpp, vk_fusion_test.cpp): a backend with
+// chosen kernels, and the comparison of one op case's output against the CPU reference backend.
 // Errors are NMSE = sum (vk - cpu)^2 / sum cpu^2 over the op's output, with a limit per op and kernel:
 //   exact-arithmetic ops (embedding, kv write, elementwise)           1e-12 (bit-identical decoders; f32 ops)
 //   f32 reductions in another order (matvec, tiled matmul, rmsnorm,    1e-9
