@@ -218,7 +218,13 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   auto maint4 = vk_struct<VkPhysicalDeviceMaintenance4Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES);
   auto push_props = vk_struct<VkPhysicalDevicePushDescriptorPropertiesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
   auto host_props = vk_struct<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
+  auto sm_props = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+  auto core_props = vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
+  const bool have_sm = has(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
+  const bool have_core = has(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
   PNextChain pc{&props2.pNext};
+  if (have_sm) pc.add(sm_props);
+  if (have_core) pc.add(core_props);
   if (info.has_push_descriptor) pc.add(push_props);
   if (info.has_external_memory_host) pc.add(host_props);
   if (v11) pc.add(subgroup);
@@ -243,6 +249,10 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
     info.driver_info = driver.driverInfo;
   }
   if (have_maint4) info.max_buffer_size = maint4.maxBufferSize;
+  if (have_sm) info.compute_units = sm_props.shaderSMCount;
+  else if (have_core)
+    info.compute_units = core_props.shaderEngineCount * core_props.shaderArraysPerEngineCount *
+                         core_props.computeUnitsPerShaderArray;
   if (info.has_push_descriptor) info.max_push_descriptors = push_props.maxPushDescriptors;
   if (info.has_external_memory_host) info.min_imported_host_pointer_alignment = host_props.minImportedHostPointerAlignment;
 

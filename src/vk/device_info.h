@@ -66,6 +66,9 @@ struct DeviceInfo {
   std::array<uint32_t, 3> max_workgroup_count{};
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_push_constants_size = 0;
+  // Multiprocessors (NVIDIA SMs from VK_NV_shader_sm_builtins, AMD CUs from VK_AMD_shader_core_properties); 0 where
+  // the device reports neither. Sizes the batched GEMMs' split-K (op_matmul.cpp).
+  uint32_t compute_units = 0;
 
   // Buffer limits: a binding covers at most max_storage_buffer_range bytes, an allocation at most
   // max_memory_allocation_size; larger tensors are split (see memory.h, SplitBuffer).

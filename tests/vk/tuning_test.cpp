@@ -222,6 +222,45 @@ TEST_CASE("coopmat tile validity and shared-memory stages") {
   CHECK(coopmat_stages(bk32, info) == 1);
 }
 
+// coopmat_split's rules, shapes of the 8B (Llama-3-8B: 4096 x 4096 Q, 1024 x 4096 K, 14336 x 4096 gate, 4096 x 14336
+// down) on tiles of 64 rows: prefill doubles a lone GEMM's split while its grid is under 128 workgroups; batched steps
+// split 4 ways up to 32 tokens, else 2 widened while one wave of two workgroups per compute unit holds the grid.
+TEST_CASE("coopmat split-K: prefill, batched steps and the one-wave widening at 33-64 tokens") {
+  vt::ScopedEnv no_split("GRETA_VK_GEMM_SPLIT", nullptr);
+  DeviceInfo h200;
+  h200.compute_units = 132;  // a wave: 264 workgroups
+  // Prefill (512 tokens on 128 x 128 tiles): 32 x 4 workgroups of 64 K steps split twice when alone, never when not.
+  CHECK(coopmat_split(4 * 32, 64, true, 512, h200) == 1);
+  CHECK(coopmat_split(4 * 8, 64, true, 512, h200) == 4);
+  CHECK(coopmat_split(4 * 8, 64, false, 512, h200) == 1);
+  CHECK(coopmat_split(4 * 8, 16, true, 512, h200) == 1);  // 16 K steps per split at least
+  // 16 and 32 tokens: 4 splits whatever the grid; at least 8 K steps each.
+  CHECK(coopmat_split(64, 32, true, 16, h200) == 4);
+  CHECK(coopmat_split(448, 112, false, 32, h200) == 4);
+  CHECK(coopmat_split(64, 16, true, 32, h200) == 2);
+  // 64 tokens: down (64 tiles, 112 K steps of 128) and attn_output (64, 32) widen to 4, K (16 tiles) to 4 (8 K steps
+  // each), gate (224 tiles) and the output matrix (2004) stay at 2.
+  CHECK(coopmat_split(64, 112, true, 64, h200) == 4);
+  CHECK(coopmat_split(64, 32, false, 64, h200) == 4);
+  CHECK(coopmat_split(16, 32, false, 64, h200) == 4);
+  CHECK(coopmat_split(224, 32, true, 64, h200) == 2);
+  CHECK(coopmat_split(2004, 32, true, 64, h200) == 2);
+  CHECK(coopmat_split(64, 112, true, 48, h200) == 4);
+  // The int8 GEMM's own split (Q4_0: 3) widens the same way: 7B down (64 tiles, 86 K steps) 3 -> 4, gate (172) stays.
+  CHECK(widen_batched_split(3, 64, 86, h200) == 4);
+  CHECK(widen_batched_split(3, 172, 32, h200) == 3);
+  // A device that reports no compute units counts 128 (a wave of 256); an 8-CU APU (a wave of 16) does not widen.
+  DeviceInfo unknown, apu;
+  apu.compute_units = 8;
+  CHECK(coopmat_split(64, 112, true, 64, unknown) == 4);
+  CHECK(coopmat_split(160, 112, true, 64, unknown) == 2);
+  CHECK(coopmat_split(64, 112, true, 64, apu) == 2);
+  // GRETA_VK_GEMM_SPLIT forces its count (within the K steps) on every rule.
+  vt::ScopedEnv forced("GRETA_VK_GEMM_SPLIT", "3");
+  CHECK(coopmat_split(64, 112, true, 64, h200) == 3);
+  CHECK(coopmat_split(4 * 32, 2, true, 512, h200) == 2);
+}
+
 TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles are ignored") {
   const fs::path dir = vt::scratch_dir("tuning-precedence");
   const GgmlType type = GgmlType::Q4_0;

@@ -64,6 +64,8 @@ void print_device(const vk::DeviceInfo& d, bool is_default) {
   std::printf("    %-18s size %u (min %u, max %u), size control %s, full subgroups %s, ops in compute: %s\n",
               "subgroups", d.subgroup_size, d.min_subgroup_size, d.max_subgroup_size, yes_no(d.subgroup_size_control),
               yes_no(d.compute_full_subgroups), d.subgroup_ops_in_compute ? subgroup_ops(d.subgroup_operations).c_str() : "none");
+  std::printf("    %-18s %s\n", "compute units",
+              d.compute_units ? cat(d.compute_units, " (SMs or CUs)").c_str() : "not reported");
   std::printf("    %-18s max size %ux%ux%u, max invocations %u, max count %ux%ux%u\n", "workgroups",
               d.max_workgroup_size[0], d.max_workgroup_size[1], d.max_workgroup_size[2], d.max_workgroup_invocations,
               d.max_workgroup_count[0], d.max_workgroup_count[1], d.max_workgroup_count[2]);

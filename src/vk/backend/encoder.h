@@ -337,6 +337,11 @@ std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* v
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info);
 // matmul_coopmat's shared-memory stages for `tile` on the device: 2 where they fit, else 1.
 uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info);
+// The split-K of a cooperative-matrix GEMM over a grid of `groups` workgroups and `k_steps` K steps of `n_tokens`
+// tokens (`alone`: no dispatch of its stage before it; GRETA_VK_GEMM_SPLIT forces it), and its widening for batched
+// steps of 33-64 tokens (op_matmul.cpp explains both rules).
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info);
+uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, const DeviceInfo& info);
 // Whether the device (and this build) can run matmul_coopmat for weights of `type`.
 bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& features, model::GgmlType type);
 // Whether encode_matmul takes the matvec kernels for `op` under the `kernel` option: automatic up to 8 tokens, or 4

@@ -137,15 +137,36 @@ std::optional<uint32_t> forced_split(uint32_t k_steps) {
 
 constexpr uint32_t kBatchedSplitMinSteps = 8;  // K steps each split of a batched step's GEMM keeps at least
 
-uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens) {
+}  // namespace
+
+// Steps of 33-64 tokens: their tiles hold all of the step's tokens (the int8 GEMM's 64 x 64, whose registers and 48
+// KiB of shared memory leave two workgroups per SM on the H200), so a GEMM of few row tiles fills a fraction of a
+// wave whose workgroups each walk k_steps / split K steps. Its split grows from the rule's while the grid stays within
+// one wave of two workgroups per compute unit (128 units where the device reports none) and each split keeps
+// kBatchedSplitMinSteps. On the H200 (132 SMs) Q (64 tiles), K and V (16), attn_output (64 tiles of 32 K steps) and
+// ffn_down (64 tiles) go to 4 splits; ffn_gate, ffn_up (172-224 tiles) and the output matrix keep the rule's 2 (Q4_K)
+// or 3 (Q4_0): every GEMM at 4 splits had profiled the 8B's ffn_down 2807 -> 2619 us per step and attn_output 1072
+// -> 931, but the GLU, which adds the gate's and up's partials, 289 -> 395 and the output matrix 840 -> 944. S_TG,
+// old and new builds alternating: the 7B at 64 sequences 4662 / 4717 -> 4877 / 4869, at 48 3894 -> 4047; the 8B
+// unchanged (4643 / 4646 -> 4584 / 4647, 48: 3548 -> 3551) (docs/benchmarks.md).
+uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, const DeviceInfo& info) {
+  const uint64_t wave = 2ull * (info.compute_units ? info.compute_units : 128u);
+  while (groups * (split + 1) <= wave && k_steps / (split + 1) >= kBatchedSplitMinSteps) ++split;
+  return split;
+}
+
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info) {
   if (const auto forced = forced_split(k_steps)) return *forced;
   const bool batched = n_tokens <= 64;
   uint32_t split = batched ? (n_tokens <= 32 ? 4 : 2) : 1;
   while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
   const uint32_t min_steps = batched ? kBatchedSplitMinSteps : 16;
   while (split > 1 && k_steps / split < min_steps) split /= 2;
+  if (batched && n_tokens > 32) split = widen_batched_split(split, groups, k_steps, info);
   return split;
 }
+
+namespace {
 
 // matmul_tiled's split-K factor: each invocation owns a 4 x 4 block of C, so the grid is C's elements / 16
 // invocations whatever the tile, and a narrow C leaves a GPU nearly idle (a MoE router's 128 rows over 512 tokens: 16
@@ -231,6 +252,7 @@ bool q8_gemm_biased_sums(model::GgmlType type) {
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
   uint32_t split = 0;                         // split-K (fewer where K has fewer steps); 0: coopmat_split's rule
+  bool forced = false;                        // GRETA_VK_GEMM_Q8's: its split as given
 };
 
 // matmul_coopmat_q8's shared-memory stages (STAGES): one for tiles of up to 32 tokens, two above. NVIDIA's driver
@@ -278,6 +300,7 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
     if (n != 4 && (n != 5 || t.split < 1 || t.split > 16))
       fail("GRETA_VK_GEMM_Q8=", v, ": expected 0 or FMxFNxWNxBK[xSPLIT]");
     if (!q8_tile_fits(e, type, t)) fail("GRETA_VK_GEMM_Q8=", v, ": not a tile this device can run");
+    t.forced = true;
     return t;
   }
   if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
@@ -357,10 +380,12 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const uint32_t sg = e.info().subgroup_size, bn = 16 * t.fn * t.wn, bm = 16 * t.fm;
   const std::array<uint32_t, 2> grid{(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm};
   const uint32_t k_steps = push.cols / t.bk;
-  uint32_t split = coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens);
+  const uint64_t groups = uint64_t(grid[0]) * grid[1];
+  uint32_t split = coopmat_split(groups, k_steps, e.at_barrier(), op.n_tokens, e.info());
   if (t.split && !forced_split(k_steps)) {  // the tile's own, keeping coopmat_split's K steps per split
     split = std::min(t.split, k_steps);
     while (split > 1 && k_steps / split < kBatchedSplitMinSteps) --split;
+    if (op.n_tokens > 32 && !t.forced) split = widen_batched_split(split, groups, k_steps, e.info());
   }
   const uint32_t per_split = (k_steps + split - 1) / split;
   split = (k_steps + per_split - 1) / per_split;  // every split non-empty
@@ -457,8 +482,9 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       // added to whole rows of y).
       const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
       const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
-      uint32_t split =
-          w.matrix.chunk_count() == 1 ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens) : 1;
+      uint32_t split = w.matrix.chunk_count() == 1
+                           ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens, e.info())
+                           : 1;
       const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
       split = (push.cols + chunk - 1) / chunk;  // every split non-empty
       const SplitK sk = split_k(e, split, push, out);
