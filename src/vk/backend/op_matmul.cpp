@@ -106,25 +106,16 @@ bool gemm_f16_activations() {
   return !(v && std::string_view(v) == "0");
 }
 
-// matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps: doubled (up to 4) while
-// the grid has fewer than 128 workgroups, keeping at least 16 K steps per split. Vulkan does not report the number of
-// compute units, so the threshold comes from the H100 (132 SMs; the default tile up to 1024 tokens runs one
-// workgroup per SM), q4_0 TFLOP/s: 512x1024x4096 on 128x128x4x2x32x2 (32 workgroups) 57 with 2 splits, 71 with 4;
-// earlier, on 128x64x4x2x32 (64 workgroups) 46, with 2 splits 72. Larger grids gain or lose with the wave count: on
-// 128x128x2x2x32, 2 splits took 512x11008x4096 (344 workgroups, 1.3 waves of two per SM) from 103 to 120 but
-// 512x14336x4096 q4_K (448) from 132 (on 128x64x4x2x32) to 119, which cost the 8B model 8 % of pp512; choosing by
-// waves needs the SM count. A GEMM recorded after other dispatches without a barrier between them (K and V after Q)
-// is not split: it already shares the device with them, and the split's barriers would order it after them (8B
-// pp512, whose K and V have 32 workgroups: 8835 tokens/s with no GEMM split, about 7100 with K and V in 4 splits).
-// Steps of at most 64 tokens (batched decode: one token per sequence) split every GEMM, alone or not: 4 ways up to
-// 32 tokens, else 2, keeping at least 8 K steps per split. Their tiles cover the whole step, so a workgroup walks
-// all of K for a few tokens, and its staging loop (load, dequantize, barrier) rather than the weight bytes bounds
-// it. On the H200, 8B Q4_K_M batched decode, matmul ms per step at 16 / 64 sequences: 15.7 / 19.2 with the rule
-// above (K and V unsplit), 11.8 / 16.4 with 4 splits everywhere, 11.7 / 16.8 with 8, 12.9 / 20.5 with 16. Since the
-// split GEMMs of a stage run side by side with their sums in one stage after them (flush_split_sums), fewer splits
-// pay: 8B S_TG at 16 / 32 / 48 / 64 sequences, 2 splits 1381-1402 / 2148-2217 / 2446-2554 / 2953-3060, 4 splits
-// 1479-1527 / 2296-2368 / 2302-2384 / 2811-2861, 8 splits 1455-1477 / 2178-2214 / 2043-2052 / 2519-2556; 7B at 16 /
-// 32 / 64: 2 splits 1613 / 2493 / 3364, 4 splits 1805 / 2660 / 3202 (docs/benchmarks.md).
+// matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps. Prefill: doubled (up to
+// 4) while the grid has fewer than 128 workgroups (the H100's 132 SMs at one workgroup each), keeping at least 16 K
+// steps per split; larger grids gain or lose with the wave count. A GEMM recorded after other dispatches without a
+// barrier between them (K and V after Q) is not split: it already shares the device with them, and the split's
+// barriers would order it after them. Steps of at most 64 tokens (batched decode: one token per sequence) split
+// every GEMM, alone or not, 4 ways up to 32 tokens, else 2 (then widen_batched_split), keeping at least 8 K steps
+// per split: their tiles cover the whole step, so a workgroup walks all of K for a few tokens, bound by its staging
+// loop (load, dequantize, barrier) rather than by the weight bytes; the split GEMMs of a stage run side by side with
+// their sums in one stage after them (flush_split_sums), so more splits stop paying early. The measurements:
+// docs/benchmarks.md, "op_matmul.cpp's rules".
 // GRETA_VK_GEMM_SPLIT=N forces N (1..16) on both GEMM kernels for measurements and tests.
 std::optional<uint32_t> forced_split(uint32_t k_steps) {
   const char* v = std::getenv("GRETA_VK_GEMM_SPLIT");
@@ -143,12 +134,9 @@ constexpr uint32_t kBatchedSplitMinSteps = 8;  // K steps each split of a batche
 // KiB of shared memory leave two workgroups per SM on the H200), so a GEMM of few row tiles fills a fraction of a
 // wave whose workgroups each walk k_steps / split K steps. Its split grows from the rule's while the grid stays within
 // one wave of two workgroups per compute unit (128 units where the device reports none) and each split keeps
-// kBatchedSplitMinSteps. On the H200 (132 SMs) Q (64 tiles), K and V (16), attn_output (64 tiles of 32 K steps) and
-// ffn_down (64 tiles) go to 4 splits; ffn_gate, ffn_up (172-224 tiles) and the output matrix keep the rule's 2 (Q4_K)
-// or 3 (Q4_0): every GEMM at 4 splits had profiled the 8B's ffn_down 2807 -> 2619 us per step and attn_output 1072
-// -> 931, but the GLU, which adds the gate's and up's partials, 289 -> 395 and the output matrix 840 -> 944. S_TG,
-// old and new builds alternating: the 7B at 64 sequences 4662 / 4717 -> 4877 / 4869, at 48 3894 -> 4047; the 8B
-// unchanged (4643 / 4646 -> 4584 / 4647, 48: 3548 -> 3551) (docs/benchmarks.md).
+// kBatchedSplitMinSteps: Q, K, V, the output projection and a 4096-row down projection get shorter chains, while
+// gate, up and the output matrix, whose grids already fill the wave, keep theirs (more partials for their readers
+// to add cost more than they bought). Measured: docs/benchmarks.md, "op_matmul.cpp's rules".
 uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, const DeviceInfo& info) {
   const uint64_t wave = 2ull * (info.compute_units ? info.compute_units : 128u);
   while (groups * (split + 1) <= wave && k_steps / (split + 1) >= kBatchedSplitMinSteps) ++split;
@@ -169,9 +157,9 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_
 namespace {
 
 // matmul_tiled's split-K factor: each invocation owns a 4 x 4 block of C, so the grid is C's elements / 16
-// invocations whatever the tile, and a narrow C leaves a GPU nearly idle (a MoE router's 128 rows over 512 tokens: 16
-// workgroups of 256 took 0.19 ms of the Qwen3-30B-A3B shape's 1.5 ms layer on an H200). Doubled (up to 32) while the
-// grid has fewer than 256 workgroups and each split keeps at least 8 K steps; only when alone, as coopmat_split.
+// invocations whatever the tile, and a narrow C (a MoE router's 128 rows) leaves a GPU nearly idle. Doubled (up to
+// 32) while the grid has fewer than 256 workgroups and each split keeps at least 8 K steps; only when alone, as
+// coopmat_split.
 uint32_t tiled_split(uint64_t groups, uint32_t k_steps, bool alone) {
   if (const auto forced = forced_split(k_steps)) return *forced;
   uint32_t split = 1;
@@ -205,10 +193,8 @@ void add_partials(OpEncoder& e, const SplitK& s, engine::BufferId id, BufferSpan
 
 // matmul_coopmat's DEPTH: the K steps between a staging load's issue and its use, as far ahead as the raw words fit
 // in registers and help. With one shared-memory stage (the default tile), a K step of 64 hides a load: 1, but 2 for
-// F16 (H100 TFLOP/s on 128x128x2x4x64x2, depth 1 / 2: q4_0 512x4096x11008 189 / 186, q6_K 132 / 113 (spills), q4_K
-// 157 / 157; f16 176 / 200). With two stages: 3 for Q4_0 on tiles with K groups (512 invocations, at most 128
-// registers each: Q4_0 takes 126; q4_0 512x4096x11008 on 128x128x4x2x32x2 164 -> 173), where Q4_K and Q6_K reach 128
-// and lose 5-10 %; else 2 (f16 4096^3 on 128x128x2x2x32: 213 against 193 with 1 and 174 with 3).
+// F16. With two stages: 3 for Q4_0 on tiles with K groups (512 invocations, at most 128 registers each: Q4_0 takes
+// 126), where Q4_K and Q6_K reach 128 and lose; else 2. Measured: docs/benchmarks.md, "op_matmul.cpp's rules".
 // GRETA_VK_GEMM_DEPTH=1|2|3 forces it for comparisons.
 uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32_t stages) {
   const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
@@ -220,31 +206,20 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 }
 
 // matmul_coopmat_q8 (int8 cooperative matrices on int8 activations) for a batched step's GEMM of Q4_0, Q4_K or Q6_K
-// weights: the f16 GEMM at 16-64 tokens is bound by staging each weight as f16 (docs/benchmarks.md), which this kernel
-// does not do. Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the
-// decode matvecs' option, which needs integer dot products) and K % 128 == 0.
-// Up to 64 tokens, where it measured faster than the f16 GEMM (H200, us with the quantizer,
-// q4_0 / q4_K, f16 -> int8: 16x14336x4096 53.6 / 53.8 -> 44.2 / 43.4; 32x14336x4096 69.3 / 69.9 -> 61.8 / 67.0,
-// 32x4096x14336 60.9 / 60.2 -> 53.4 / 72.5; q4_0 at 64 tokens 64x14336x4096 103.8 -> 90.8, 64x11008x4096 79.9 ->
-// 72.3, 64x4096x11008 63.2 -> 64.1, 64x4096x4096 34.0 -> 34.2, and the 7B's S_TG at 64 sequences 4230 / 4259 ->
-// 4497 / 4490). Q4_K's long-K matrix loses at 32 tokens on the kernel bench, but since whole blocks add the residual
-// as fragments the model gains: the 8B's S_TG at 32 sequences 3006 -> 3225 / 3233 (two tiles). Q4_K at 33-64 tokens
-// gains with its integer sums biased (q8_gemm_biased_sums): the 8B's S_TG at 64 sequences 4256 / 4248 on the f16 GEMM,
-// 4286 / 4296 on the int8 GEMM's 64 x 64 tile with 2 splits, 4420 / 4408 with biased sums. docs/benchmarks.md has
-// the tables.
+// weights: the f16 GEMM at 16-64 tokens is bound by staging each weight as f16, which this kernel does not do.
+// Needs 16x16x32 s8 and 16x16x16 f16 subgroup cooperative matrices, shaderInt8, int8 activations (the decode
+// matvecs' option, which needs integer dot products) and K % 128 == 0. Up to 64 tokens, where it measured faster
+// than the f16 GEMM in the model (Q4_K's long-K matrix loses on the kernel bench at 32 tokens, but whole blocks add
+// the residual as fragments, and the step gains; Q4_K at 33-64 tokens with its integer sums biased).
 constexpr int64_t kQ8GemmMaxTokens = 64;
 // Q6_K (two integer products per block: its scales are per 16 elements) only up to 16 tokens, where the step gains
-// more than the kernels (H200, us with the quantizer, f16 -> int8: 16x4096x14336 72.4 -> 69.7, 16x128256x4096
-// 449.6 -> 462.7; the 8B's S_TG at 8 sequences 1134 / 1137 -> 1154 / 1167, at 16 2153 / 2148 ->
-// 2186 / 2213; a Q6_K attn_v also spares its rmsnorm the f16 copy). At 32 tokens the model is even (3313 / 3304 ->
-// 3296 / 3296), at 64 it loses (4431 / 4447 -> 4273 / 4280; 64x4096x14336 108.8 -> 132.1). Forced tiles
-// (GRETA_VK_GEMM_Q8) run it at any count.
+// more than the kernels (a Q6_K attn_v also spares its rmsnorm the f16 copy); even at 32 tokens, a loss at 64.
+// Forced tiles (GRETA_VK_GEMM_Q8) run it at any count.
 constexpr int64_t kQ6GemmMaxTokens = 16;
 
 // matmul_coopmat_q8's BIASED_SUMS: each block's integer products become floats by one add instead of a conversion.
-// On for Q4_K (the 8B's S_TG at 64 sequences +3 %, 16 and 32 unchanged) and Q6_K (16 tokens, us: 16x4096x14336
-// 70.7 -> 69.7, 16x128256x4096 466.0 -> 462.7), off for Q4_0, which it slowed (the 7B's at 64 sequences 4771 / 4768
-// -> 4659 / 4684; 16 and 32 unchanged). All on the H200, docs/benchmarks.md.
+// On for Q4_K and Q6_K, off for Q4_0, which it slowed at 64 tokens. The measurements behind the int8 GEMM's range,
+// Q6_K's and these sums: docs/benchmarks.md, "op_matmul.cpp's rules".
 bool q8_gemm_biased_sums(model::GgmlType type) {
   return type == model::GgmlType::Q4_K || type == model::GgmlType::Q6_K;
 }
@@ -304,21 +279,17 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
     return t;
   }
   if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
-  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows): on the H200,
-  // 16x14336x4096 q4_K / q4_0 in 43.4 / 44.2 us (the quantizer included) against 51.6 / 46.4 on four subgroups and
-  // 46.7 / 49.2 on two of two fragments (the f16 GEMM: 53.8 / 53.6; docs/benchmarks.md). Above 32 tokens, four
-  // subgroups (64 rows) and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64 tile fills
-  // NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as
-  // many subgroups (H200, the 7B's S_TG at 64 sequences 4470 / 4480 on 32 rows with 2 splits, 4667 / 4673 on 64
-  // rows with 2, 4728 / 4730 with 3; 64 rows on two subgroups of two fragments: 3884 / 3898; the 8B's Q4_K 4311 /
-  // 4328 with 2 splits, 4219 / 4256 with 3, before its biased sums).
+  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). Above 32
+  // tokens, four subgroups (64 rows) and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64
+  // tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps
+  // about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM (docs/benchmarks.md, "op_matmul.cpp's
+  // rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
   if (t.fm > 2) {
     Q8GemmTile wide = t;
     wide.wn = 4;
     wide.split = type == model::GgmlType::Q4_0 ? 3 : 2;
     if (q8_tile_fits(e, type, wide)) return wide;
-    // Q4_K's narrower tiles at 33-64 tokens lost to the f16 GEMM (3948-4096 against 4280 in the 8B's step).
     if (type == model::GgmlType::Q4_K) return std::nullopt;
   }
   if (!q8_tile_fits(e, type, t)) return std::nullopt;
@@ -459,14 +430,9 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
       // Tile BM x BN on KG groups of WM x WN subgroups, K step BK, two shared-memory stages where they fit, else
       // one: by default 128 x 128 at BK 64 on 2 K groups of 2 x 4 subgroups (4 x 2 fragments each), one stage of
       // 36 KiB; K split when the tiles are few (coopmat_split). A K step of 64 halves the staging load instructions
-      // per multiply-add: each touches 4 rows' cache lines instead of 8 (a Q4_0 lane's 4 word loads touched every
-      // row 4 times per 32 columns, and the L1 load pipeline was the limit: in a lab build, the same loads all on one
-      // row took 512x4096x4096 from 135 to 168 TFLOP/s). On the H100 (TFLOP/s, 512x4096x4096 / 512x11008x4096 /
-      // 4096^3, q4_0 then f16): 128x128x2x4x64x2 (depth 1, f16 2) 161 / 154 / 171, 177 / 172 / 197;
-      // 128x128x4x2x64x2 162 / 155 / 172. The previous defaults: q4_0 on 128x128x4x2x32x2 136 / 127, f16 on
-      // 128x64x4x2x32 146 / 141, and past 1024 tokens 128x128x2x2x32 at 4096^3 161 (q4_0), 195 (f16).
-      // 128x128x4x4x32x2 (1024 invocations: 64 registers, spills) is far slower (docs/benchmarks.md). The best
-      // depends on the shape: greta-vk tune measures it per device and shape class.
+      // per multiply-add: each touches 4 rows' cache lines instead of 8, and the L1 load pipeline was the limit. The
+      // best tile depends on the shape: greta-vk tune measures it per device and shape class (docs/benchmarks.md,
+      // "op_matmul.cpp's rules").
       const uint32_t sg = e.info().subgroup_size;
       PipelineOptions options;
       options.full_subgroups = e.info().compute_full_subgroups;
