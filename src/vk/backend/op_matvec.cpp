@@ -28,11 +28,9 @@ namespace greta::vk {
 
 namespace {
 
-// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles. With
-// the tiled GEMM (no cooperative matrices) 8; with the cooperative-matrix GEMM 4: on the H200, 8B Q4_K_M, matmul ms
-// per decode step 4.2 / 7.8 / 15.1 for the matvecs at 1 / 4 / 8 tokens against 9.6 for the GEMM's 16-token tile
-// with its K splits (docs/benchmarks.md; before those splits and tiles, 8 sequences ran at 470 tokens/s on the
-// matvecs and 349 on the GEMM).
+// Up to this many tokens the matvec kernels (weights read once per group of up to 8 tokens) beat staging tiles: 8
+// with the tiled GEMM (no cooperative matrices), 4 with the cooperative-matrix GEMM, whose 16-token tile with its K
+// splits overtakes the matvecs between 4 and 8 tokens (docs/benchmarks.md, "op_matvec.cpp's rules").
 constexpr int64_t kMatvecMaxTokens = 8, kMatvecMaxTokensCoopmat = 4;
 
 enum : uint32_t { kInPlain = 0, kInRmsNorm = 1, kInSwiglu = 2, kInSwigluOai = 3 };  // matvec*.comp's INPUT
@@ -49,12 +47,9 @@ std::optional<ShaderId> route_shader(model::GgmlType type) {
 
 // Rows per workgroup of matvec_block when it takes several tokens (rows x tokens <= 16, the kernel's accumulators).
 // Each token's activations are loaded once per slot for all of a workgroup's rows, so more rows share those loads,
-// where the registers hold them and the grid keeps enough workgroups. 4 rows at 2 and 4 tokens only where that was
-// measured to pay; on the H200, us per matvec at 2 / 4 tokens on 2 and 4 rows (docs/benchmarks.md):
-//   Q4_0 14336x4096 29.9 / 42.2 -> 27.3 / 38.3, 4096x11008 24.8 / 33.7 -> 23.7 / 31.9
-//   Q4_K 14336x4096 34.6 / 52.0 -> 32.8 / 48.1, 4096x14336 36.2 / 52.5 -> 34.6 / 54.3 (so only from 8192 rows)
-//   Q8_0 14336x4096 32.0 / 43.3 -> 32.2 / 46.1; Q6_K (four scales and runs per slot: 96 registers at 4 x 4)
-//   44.7 / 69.2 -> 43.4 / 76.0.
+// where the registers hold them and the grid keeps enough workgroups: 4 rows at 2 and 4 tokens only where that was
+// measured to pay (Q4_0 from 4096 rows, Q4_K from 8192; not Q8_0 or Q6_K, whose four scales and runs per slot take
+// 96 registers at 4 x 4) (docs/benchmarks.md, "op_matvec.cpp's rules").
 uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
   if (tokens > 4) return 2;
   if (type == model::GgmlType::Q4_0 && rows >= 4096) return 4;
@@ -64,24 +59,10 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
 
 // The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens on matrices of 4096 rows or more, if not the
 // defaults: 64 invocations x 4 rows, which share every token's activations over 4 rows, for every type but Q8_0
-// (slower), Q3_K (within noise), Q5_0 and Q5_1 (an 8B-shape Q5_0 file's tg128 246 -> 231), Q4_1 at one token (a
-// Q4_1 file's tg128 319 -> 314, where its S_TG at 4 sequences went 613 -> 756) and Q6_K below 32768 rows at 1-2
-// tokens (mixed).
+// (slower), Q3_K (within noise), Q5_0 and Q5_1 (slower), Q4_1 at one token and Q6_K below 32768 rows at 1-2 tokens
+// (mixed; at 4 tokens, since a row's slot is decoded once for all tokens (matvec_block.comp's mv_row), 64x4 wins).
 // With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K: matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two
-// per invocation. On the H200, us at 1 / 2 / 4 tokens, 128 invocations x 2 rows (4 for Q4_0 from 4096 and Q4_K from
-// 8192 rows at 2-4 tokens) -> 64x4 (docs/benchmarks.md):
-//   Q4_K 14336x4096 21.4 / 26.9 / 45.1 -> 18.2 / 24.4 / 39.4, 4096x14336 23.5 / 30.9 / 46.4 -> 19.6 / 25.2 / 39.2,
-//        4096x4096 12.6 / 15.3 / 21.0 -> 11.7 / 14.0 / 19.1, but 1024x4096 9.5 / 10.7 / 11.9 -> 10.3 / 11.9 / 15.6
-//   Q4_0 11008x4096 19.2 / 21.5 / 35.7 -> 15.7 / 20.6 / 31.5, 4096x4096 13.0 / 13.7 / 20.3 -> 11.2 / 13.6 / 18.2
-//   IQ4_XS 14336x4096 29.6 / 34.6 / 43.3 -> 27.5 / 30.3 / 37.3; Q2_K 26.6 / 35.3 / 50.6 -> 24.5 / 30.5 / 44.1;
-//        Q4_1 20.4 / 26.6 / 38.2 -> 19.6 / 23.8 / 31.4; MXFP4 32.7 / 48.4 / 82.4 -> 31.4 / 45.6 / 76.5
-//   Q8_0 28.0 / 31.7 / 42.8 -> 31.0 / 33.0 / 47.2, 4096x14336 33.8 / 35.4 / 44.7 -> 42.5 / 43.1 / 47.5
-//   Q6_K 128256x4096 171.6 / 260.6 / 453.0 -> 156.3 / 209.3 / 415.0, where 14336x4096 and 4096x14336 are mixed
-//        (28.8 / 40.2 / 64.9 -> 29.6 / 39.0 / 67.2 and 31.5 / 41.5 / 67.9 -> 32.3 / 41.8 / 64.7); with its slots of
-//        one run (matvec_block.comp's MV_Q6_RUNS) 4096x14336 takes 31.2 / 38.9 / 58.4 on 128x2, 32.4 / 42.9 / 67.9
-//        on 64x4, 31.7 / 39.8 / 57.7 on 64x2 and 32.7 / 40.5 / 71.8 on 128x4, so the rule stays below 4 tokens. At 4
-//        tokens, since a row's slot is decoded once for all tokens (matvec_block.comp's mv_row), 64x4 wins: 2 / 4
-//        tokens 34.6 / 50.9 us on 128x2, 34.3 / 53.4 on 64x2, 36.2 / 44.3 on 64x4, 35.5 / 47.6 on 128x4.
+// per invocation. Smaller matrices (1024 x 4096) lose on 64x4. Measured: docs/benchmarks.md, "op_matvec.cpp's rules".
 std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
   using model::GgmlType;
   if (tokens > 4 || rows < 4096) return std::nullopt;
@@ -93,9 +74,8 @@ std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType typ
 }
 
 // The types whose int8 matvec has 32-element slots (matvec_block.comp's MV_WIDE) take at most 4 tokens per
-// workgroup: 8 hold 96 registers of activations, and two workgroups of 4 (the weights read twice) beat one of 8 on
-// the H200 (14336x4096 at 8 tokens: Q4_K 114.2 us in one workgroup, 66.6 in two; Q4_0 86.8 and 58.4; the
-// 16-element slots took 85.7 and 67.3). With cooperative matrices the GEMM takes 5-8 tokens anyway.
+// workgroup: 8 hold 96 registers of activations, and two workgroups of 4 (the weights read twice) beat one of 8
+// (docs/benchmarks.md, "op_matvec.cpp's rules"). With cooperative matrices the GEMM takes 5-8 tokens anyway.
 uint32_t max_tokens_per_group(model::GgmlType type, bool q8) {
   using model::GgmlType;
   const bool wide =
