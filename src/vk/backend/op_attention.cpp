@@ -39,12 +39,9 @@ namespace {
 // KV head, with heads x vec4 per lane <= 4 (registers) and heads x subgroups <= 16 (the shader's shared arrays).
 // Lanes per key: the fewest (a power of two) whose vec4 cover the head dims, so a subgroup scores as many keys at
 // once as it can with the shortest shuffle reductions. GRETA_VK_ATTN_HEADS=1|2|4 forces the heads (measurements).
-// Why 4 (H200, 8B, head dim 128, attention ms per step, `bench --batched --profile`): 4 heads at 64 sequences took
-// 2.90 on 16 lanes x 2 vec4 (140 registers) and 2.57 on 32 lanes x 1 (84); one head at 16 sequences took 1.05 on
-// 8 lanes x 4 (122 registers), 1.41 on 16 x 2 and 2.16 on 32 x 1: the shorter shuffle chains pay until the registers
-// cost occupancy. From 512 rows (16 sequences of the 8B) since a workgroup merges its heads' splits at once
-// (attention_decode.comp's finish_group): 4 heads at 16 sequences then took 0.90 against one head's 1.05; at 4
-// sequences (128 rows) 0.58 against 0.52, at 1 0.53 against 0.44.
+// The shorter shuffle chains pay until the registers cost occupancy; 4 heads from 512 rows (16 sequences of the 8B),
+// since a workgroup merges its heads' splits at once (attention_decode.comp's finish_group), and one head below, where
+// 4 lost (docs/benchmarks.md, "op_attention.cpp's rules").
 // The workgroup: 128 invocations (at least a subgroup), fewer where heads x subgroups would pass 16 (small subgroups),
 // never fewer than head_dim_v / 4 (the single-split path writes a row with one vec4 per invocation).
 struct DecodeLayout {
@@ -70,9 +67,8 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
 }
 
 // The decode kernels' target workgroup counts (the key splits of a step: see encode_attention).
-// attention_decode_coopmat aims at one wave of its workgroups on an H200 (227 registers: two per SM): at 16 / 32
-// sequences of the 8B its attention took 0.753 / 1.006 ms per step for about 256 workgroups, 0.990 / 1.279 for 512
-// (128: 0.791 / 1.005).
+// attention_decode_coopmat aims at one wave of its workgroups on an H200 (227 registers: two per SM; more splits
+// were slower: docs/benchmarks.md, "op_attention.cpp's rules").
 constexpr int64_t kDecodeTargetGroups = 512, kDecodeCoopmatTargetGroups = 256;
 
 // attention_decode_coopmat.comp's shared memory: S, P and the alphas of 4 subgroups, their staged K or V rows (16
@@ -87,10 +83,7 @@ constexpr uint32_t kDecodeCoopmatShared = 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 *
 // (OpEncoder::f16_attention), and at least 128 head groups (16 sequences of the 8B: its splits sized for about
 // kDecodeCoopmatTargetGroups workgroups then hold several blocks of 16 keys per subgroup). Below that a workgroup's
 // setup and merge (Q staged, the first blocks' latency, the subgroups' merge) cost more than attention_decode's
-// shuffles. On the H200, the 8B (32 query heads on 8 KV heads, head dim 128, ~600 positions), attention ms per step
-// at 4 / 8 / 16 / 32 / 64 sequences: attention_decode 0.516 / 0.683 / 0.904 / 1.483 / 2.558, this kernel 0.624 /
-// 0.599 / 0.753 / 1.006 / 1.765; S_TG at 8 and 16 sequences within noise, at 32 +3-4 %, at 64 +5 %
-// (docs/benchmarks.md).
+// shuffles (docs/benchmarks.md, "op_attention.cpp's rules").
 // GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =0 never (tests, measurements); GRETA_VK_ATTN_HEADS, which forces
 // attention_decode's layout, also keeps attention_decode.
 uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op, bool f16_cache, uint32_t rows) {
@@ -225,16 +218,13 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
       coopmat_heads ? cat("attention_decode_coopmat_f16_kvf16 (", layout.heads, " heads, ")
                     : cat("attention_decode_f32", cache_suffix, " (", layout.heads,
                           layout.heads > 1 ? " heads" : " head", ", ", layout.lanes_per_key, " lanes per key, ");
-  // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups; Vulkan does not report the
-  // compute-unit count), at most 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128
-  // workgroups. Each split costs its partial, its count and a share of the merge, so the target is about 4
-  // workgroups per SM of an H200, not more: 512 rather than 1024 took the 8B's attention (ms per step, ~600
-  // positions) at 1 / 4 / 16 / 64 sequences from 0.55 / 0.66 / 1.17 / 3.15 to 0.44 / 0.52 / 1.04 / 2.91, the 7B's
-  // from 0.56 / 0.73 / 1.53 / 4.83 to 0.46 / 0.59 / 1.37 / 4.82; 256 lost at 4 sequences (0.63). A batched decode
-  // step has many rows already: 64 sequences x 32 heads run unsplit (on the H200, 8B at 64 sequences of ~600
-  // positions: 14.6 ms of attention per step in splits of 32 keys, each workgroup doing little more than its setup
-  // and the merge). Sized here for the plan's context (the partials); with MERGE the backend sizes them again before
-  // each step for the step's longest sequence (step_key_splits).
+  // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups, a constant from the H200), at most
+  // 64 splits, of at least 32 keys, so a 32-head model at context 128 still gets 128 workgroups. Each split costs its
+  // partial, its count and a share of the merge, so the target is about 4 workgroups per SM of an H200, not more. A
+  // batched decode step has many rows already: 64 sequences x 32 heads run unsplit (in splits of 32 keys each
+  // workgroup did little more than its setup and the merge; docs/benchmarks.md, "op_attention.cpp's rules"). Sized
+  // here for the plan's context (the partials); with MERGE the backend sizes them again before each step for the
+  // step's longest sequence (step_key_splits).
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
   const int64_t target_groups = coopmat_heads ? kDecodeCoopmatTargetGroups : kDecodeTargetGroups;
   const uint32_t wanted_splits =
