@@ -5,7 +5,7 @@
 # Each call makes one variant: shaders/SOURCE compiled with the given #defines (types and extensions only; tile and
 # workgroup sizes are specialization constants chosen at pipeline creation). All variants end up in
 #   build/generated/vk/shader_ids.h      enum class ShaderId { NAME, ... };
-#   build/generated/vk/shader_blobs.cpp  the SPIR-V words of each variant
+#   build/generated/vk/shader_blobs.cpp  each variant's .spv, included whole by the assembler (.incbin)
 # A variant whose REQUIRES the toolchain lacks (e.g. glslang without GL_KHR_cooperative_matrix) still gets its ID,
 # with an empty blob, so host code compiles everywhere and asks shader_available(id) at run time.
 
@@ -106,5 +106,7 @@ function(greta_generate_shader_table target)
     COMMENT "Embedding SPIR-V (${CMAKE_CURRENT_LIST_FILE})"
     VERBATIM)
   add_library(${target} STATIC "${cpp}")
+  # The source names the .spv files (the assembler includes them), so their contents are the object's inputs.
+  set_source_files_properties("${cpp}" PROPERTIES OBJECT_DEPENDS "${real_spvs}")
   target_include_directories(${target} PUBLIC "${GRETA_GENERATED_DIR}")
 endfunction()
