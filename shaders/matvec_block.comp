@@ -39,15 +39,15 @@
 // the slot's expert e = experts[y] selects rows e * rows .. + rows, so a step reads the chosen experts' rows only;
 // y[slot, r] = dot(row, x) (+ bias[e, r]). TOKENS is 1, plain input only.
 //
-// GLU_OUT (spec constant 8, MOE with X_Q8: 2 SiLU, 3 gpt-oss's clamped SwiGLU; 0 off): a decode step's gate and up
-// expert projections, two dispatches of one stage, also make the down projection's int8 input act(gate, up)
-// (quantize_q8.comp's layout, one row of `rows` per slot), so no quantizer stage sits between them and the down
-// projection. GLU_IS_UP (spec constant 9) says which of the pair this dispatch is; binding 6 is the other's output.
-// Every row group, after writing its rows, makes them visible device-wide and counts itself in the counter of its
-// 32-row block (binding 7; ROWS divides 32): the last of the block's 2 * 32 / ROWS row groups, of either dispatch,
-// reads the block's 32 gate and up values back (coherent), applies the GLU and writes the block's codes and scale
-// (binding 8), then returns the counter to 0 for the next step. A stage between two barriers costs a few
-// microseconds of a decode layer whatever its work (docs/benchmarks.md).
+// GLU_OUT (spec constant 8, X_Q8 with TOKENS 1: 2 SiLU, 3 gpt-oss's clamped SwiGLU; 0 off): a decode step's gate and
+// up projections (dense, or MOE's experts), two dispatches of one stage, also make the down projection's int8 input
+// act(gate, up) (quantize_q8.comp's layout, one row of `rows` per token or slot), so no quantizer stage sits between
+// them and the down projection. GLU_IS_UP (spec constant 9) says which of the pair this dispatch is; the Pair binding
+// holds the other's output. Every row group, after writing its rows, makes them visible device-wide and counts itself
+// in the counter of its 32-row block (ROWS divides 32): the last of the block's GLU_COUNT row groups (spec constant
+// 10: both dispatches' row groups of a block), of either dispatch, reads the block's 32 gate and up values back
+// (coherent), applies the GLU and writes the block's codes and scale, then returns the counter to 0 for the next step.
+// A stage between two barriers costs a few microseconds of a decode layer whatever its work (docs/benchmarks.md).
 //
 // Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
@@ -73,7 +73,7 @@ layout(binding = 1) readonly buffer X { uint xq[]; };  // quantize_q8.comp's row
 #else
 layout(binding = 1) readonly buffer X { vec4 x4[]; };
 #endif
-#if defined(MOE)
+#if defined(X_Q8)
 layout(binding = 2) coherent buffer Y { float y[]; };  // coherent: GLU_OUT reads other workgroups' rows back
 #else
 layout(binding = 2) buffer Y { float y[]; };
@@ -82,17 +82,26 @@ layout(binding = 3) readonly buffer Aux { vec4 aux4[]; };  // IN_RMSNORM: norm w
 #if defined(MOE)
 layout(binding = 4) readonly buffer Experts { int experts[]; };  // [slots]
 layout(binding = 5) readonly buffer Bias { float bias[]; };      // [n_experts, rows] when has_bias
-#if defined(X_Q8)
-layout(constant_id = 8) const uint GLU_OUT = 0;
-layout(constant_id = 9) const bool GLU_IS_UP = false;
-layout(binding = 6) coherent readonly buffer Pair { vec4 pair4[]; };  // GLU_OUT: the other projection's [slots, rows]
-layout(binding = 7) coherent buffer GluCounters { uint glu_counters[]; };  // GLU_OUT: per (slot, block), 0 between steps
-layout(binding = 8) writeonly buffer GluQ8 { uint glu_q8[]; };  // GLU_OUT: the down projection's int8 rows
-#endif
+#define GLU_BINDING_PAIR 6
+#define GLU_BINDING_COUNTERS 7
+#define GLU_BINDING_Q8 8
 #else
 // BIAS: y = W x + bias (the bias add after the matmul, fused by fusion.cpp); bias indexed by the output row.
 layout(constant_id = 5) const bool BIAS = false;
 layout(binding = 4) readonly buffer Bias { float bias[]; };      // [out rows] when BIAS
+#define GLU_BINDING_PAIR 5
+#define GLU_BINDING_COUNTERS 6
+#define GLU_BINDING_Q8 7
+#endif
+#if defined(X_Q8)
+layout(constant_id = 8) const uint GLU_OUT = 0;
+layout(constant_id = 9) const bool GLU_IS_UP = false;
+layout(constant_id = 10) const uint GLU_COUNT = 2;
+// GLU_OUT: the other projection's [tokens or slots, rows]; per (token group or slot, block) counters, 0 between
+// steps; the down projection's int8 rows. Stand-ins without GLU_OUT.
+layout(binding = GLU_BINDING_PAIR) coherent readonly buffer Pair { vec4 pair4[]; };
+layout(binding = GLU_BINDING_COUNTERS) coherent buffer GluCounters { uint glu_counters[]; };
+layout(binding = GLU_BINDING_Q8) writeonly buffer GluQ8 { uint glu_q8[]; };
 #endif
 layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride;
@@ -371,20 +380,23 @@ void mv_load_codes(uint base, uint s, inout MvAct a) {
   }
 #endif
 
-#if defined(MOE) && defined(X_Q8)
+#if defined(X_Q8)
 shared bool glu_is_last;
 shared float glu_block_max[8];
 
-// GLU_OUT: called by every row group after writing rows row0 .. row0 + ROWS - 1 of `slot`.
-void glu_out_block(uint slot, uint row0) {
-  const uint tid = gl_LocalInvocationID.x, block = row0 >> 5, blocks = pc.rows >> 5;
+// GLU_OUT: called by every row group after writing rows row0 .. row0 + ROWS - 1 of its output row (TOKENS is 1):
+// workgroup y writes row y of the outputs (MOE: slot y). Invocation i < 8 of the block's last row group takes elements
+// 4 i .. 4 i + 3 of the block.
+void glu_out_block(uint row0) {
+  const uint tid = gl_LocalInvocationID.x, block = row0 >> 5, blocks = pc.rows >> 5, t = gl_WorkGroupID.y;
+  const uint counter = t * blocks + block;
   memoryBarrierBuffer();  // this row group's rows are visible before it is counted
   barrier();
-  if (tid == 0) glu_is_last = atomicAdd(glu_counters[slot * blocks + block], 1u) == 2u * (32u / ROWS) - 1u;
+  if (tid == 0) glu_is_last = atomicAdd(glu_counters[counter], 1u) == GLU_COUNT - 1u;
   barrier();
   if (!glu_is_last) return;
   memoryBarrierBuffer();
-  const uint at = slot * pc.out_stride + 32u * block + 4u * tid;  // tid < 8: elements 4 tid .. 4 tid + 3
+  const uint at = t * pc.out_stride + 32u * block + 4u * tid;  // the rows start at 0 (out_row0 0)
   vec4 act = vec4(0.0);
   if (tid < 8u) {
     const vec4 own = vec4(y[at], y[at + 1u], y[at + 2u], y[at + 3u]), other = pair4[at >> 2];
@@ -397,11 +409,11 @@ void glu_out_block(uint slot, uint row0) {
   if (tid < 8u) {
     float m = 0.0;
     for (uint i = 0; i < 8u; ++i) m = max(m, glu_block_max[i]);
-    const uint base = q8_row_base(slot, pc.rows), g = 8u * block + tid;  // 4-element group within the row
+    const uint base = q8_row_base(t, pc.rows), g = 8u * block + tid;  // 4-element group within the row
     glu_q8[base + g] = q8_pack(act, m);
     if (tid == 0u) {
       glu_q8[base + q8_scale_word(pc.rows, g)] = q8_scale_bits(m);
-      glu_counters[slot * blocks + block] = 0u;  // all of the block's row groups have counted
+      glu_counters[counter] = 0u;  // all of the block's row groups have counted
     }
   }
 }
@@ -459,8 +471,8 @@ void main() {
       y[at] = ACCUMULATE ? y[at] + v : v;
 #endif
     }
-#if defined(MOE) && defined(X_Q8)
-    if (GLU_OUT != 0) glu_out_block(slot, row0);
+#if defined(X_Q8)
+    if (GLU_OUT != 0) glu_out_block(row0);
 #endif
     barrier();  // partial[] is reused by the next row group
   }

@@ -294,6 +294,34 @@ inline SwigluMatmulCase swiglu_matmul_case(model::GgmlType type, int64_t n, int6
   return {std::move(c), x, h, extra};
 }
 
+struct FfnCase {
+  engine::OpCase c;
+  engine::BufferId x, gate, up;  // the residual stream after the layer; the gate and up projections
+};
+
+// A llama FFN block of n tokens: xb = rmsnorm(x) * ffn_norm, gate = W_gate xb, up = W_up xb (ffn rows each),
+// h = act(gate) * up in place over gate, x += W_down h (dim rows, in `down_type`). `kind` SwiGluOai: gpt-oss's
+// clamped GLU with a limit of 0.7, so that the clamps bind.
+inline FfnCase ffn_case(model::GgmlType type, model::GgmlType down_type, int64_t n, int64_t dim, int64_t ffn,
+                        uint32_t& seed, engine::GluKind kind = engine::GluKind::SiLU) {
+  engine::OpCase c(n, 8);
+  const engine::BufferId x = c.input("x", n * dim, seed++, 3.f);
+  const engine::WeightId norm = c.weight("ffn_norm", model::GgmlType::F32, 1, dim, seed++, 0.5f, 1.5f);
+  const engine::BufferId xb = c.output("xb", n * dim);
+  const engine::BufferId gate = c.output("gate", n * ffn), up = c.output("up", n * ffn);
+  const engine::BufferId product = c.output("ffn_out", n * dim);
+  const engine::WeightId w_gate = c.weight("w_gate", type, ffn, dim, seed++);
+  const engine::WeightId w_up = c.weight("w_up", type, ffn, dim, seed++);
+  const engine::WeightId w_down = c.weight("w_down", down_type, dim, ffn, seed++);
+  c.add("ffn_norm", engine::RmsNormOp{x, xb, norm, n, dim, 0, 1e-5f});
+  c.add("ffn_gate", engine::MatMulOp{xb, gate, w_gate, n, dim, ffn});
+  c.add("ffn_up", engine::MatMulOp{xb, up, w_up, n, dim, ffn});
+  c.add("ffn_swiglu", engine::GluOp{gate, up, gate, n * ffn, kind, 1.702f, 0.7f});
+  c.add("ffn_down", engine::MatMulOp{gate, product, w_down, n, ffn, dim});
+  c.add("ffn_residual", engine::AddOp{x, product, n * dim});
+  return {std::move(c), x, gate, up};
+}
+
 struct RopeKvCase {
   engine::OpCase c;
   engine::BufferId q, k, k_cache, v_cache;

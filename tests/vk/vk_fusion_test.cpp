@@ -110,6 +110,41 @@ TEST_CASE("vk decode fusion: swiglu inside the down matvec (with its residual ad
   }
 }
 
+TEST_CASE("vk decode fusion: one token's gate and up matvecs making the down projection's int8 input (GLU_OUT)") {
+  uint32_t seed = 1100;
+  struct Shape {
+    GgmlType type, down_type;
+    int64_t dim, ffn;
+  };
+  // Legacy and K-quant blocks, a Q4_K_M-style Q6_K down projection, odd block counts (288 rows: 9 blocks of 32).
+  for (const Shape& s : {Shape{GgmlType::Q4_0, GgmlType::Q4_0, 96, 288}, Shape{GgmlType::Q4_K, GgmlType::Q6_K, 256, 512},
+                         Shape{GgmlType::Q8_0, GgmlType::Q5_K, 64, 256}})
+    for (int64_t n : {int64_t(1), int64_t(2)})  // one-token steps only (glu_pair_usable); two keep the quantizer
+      for (GluKind kind : {GluKind::SiLU, GluKind::SwiGluOai}) {
+        if (kind == GluKind::SwiGluOai && n != 1) continue;
+        const std::string type_name = model::type_name(s.type), down_name = model::type_name(s.down_type);
+        CAPTURE(type_name);
+        CAPTURE(down_name);
+        CAPTURE(n);
+        const bool oai = kind == GluKind::SwiGluOai;
+        CAPTURE(oai);
+        auto fc = test::ffn_case(s.type, s.down_type, n, s.dim, s.ffn, seed, kind);
+        // Two int8 quantizations in a row (the normed input, then the GLU): twice one int8 matvec's limit.
+        std::string kernels, apart;
+        const double e = compare(fc.c, fc.x, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        CHECK_MESSAGE(has(kernels, "makes the down projection's int8 input") == (n == 1), kernels);
+        CHECK_MESSAGE(has(kernels, "(int8, made by the gate and up projections)") == (n == 1), kernels);
+        CHECK_MESSAGE(!has(kernels, "ffn_swiglu  glu_f32"), kernels);
+        compare(fc.c, fc.up, 1e-9);
+        // Turned off, the down projection's quantizer makes the input again (and the results agree as well).
+        greta::vk::test::ScopedEnv no_pair("GRETA_VK_FUSE", "residual,norm,rope_kv,swiglu,bias,route");
+        const double e_apart = compare(fc.c, fc.x, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &apart);
+        CHECK_MESSAGE(!has(apart, "makes the down projection's int8 input"), apart);
+        // The same GLU and the same int8 rows either way (quantize_q8.comp's): the same error, up to rounding.
+        CHECK(e == doctest::Approx(e_apart).epsilon(1e-3));
+      }
+}
+
 TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine adding into the residual stream") {
   greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");
   uint32_t seed = 1200;

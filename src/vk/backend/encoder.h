@@ -287,6 +287,15 @@ void append_glu_constants(std::vector<SpecConstant>& spec, const engine::GluOp& 
 // Workgroup size of the simple elementwise kernels.
 inline constexpr uint32_t kElementwiseWorkgroup = 256;
 
+// A decode step's gate and up projections and the down projection reading the GLU of their outputs: with `glu_pair`
+// on both of the pair (`is_up` says which), their int8 matvecs make the down projection's int8 input as well
+// (matvec_block.comp's GLU_OUT), when glu_pair_usable holds.
+struct GluPair {
+  engine::MatMulOp gate, up, down;
+  engine::GluOp glu;
+  bool is_up = false;
+};
+
 // A matmul with what the backend's fusions (fusion.h) folded into it. With `norm` or `swiglu` the decode matvec makes
 // its input itself and op.in is not read.
 struct MatmulArgs {
@@ -296,6 +305,7 @@ struct MatmulArgs {
   std::optional<engine::GluOp> swiglu;  // input = act(swiglu.gate) * swiglu.up (SiLU or gpt-oss's clamped SwiGLU)
   std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
   std::optional<engine::MoeRouteOp> route;  // a MoE router's matvec: the route over its product (route.logits == out)
+  std::optional<GluPair> glu_pair;          // the gate or up projection of a pair making the down projection's input
 };
 
 // RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
@@ -330,6 +340,10 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args);
 // The int8 input encode_matvec quantizes for `args` (its fused input made by the quantizer), or nullopt when it runs
 // on f32 activations.
 std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args);
+// Whether the pair's gate and up matvecs can make the down projection's int8 input: a one-token step, all three on
+// the int8 block-wise kernels, gate and up in one buffer each, a row group's rows within one block of 32. The same
+// answer for both of the pair. (At 4 tokens the counting cost the 8B's step 10 % on the H200: docs/benchmarks.md.)
+bool glu_pair_usable(OpEncoder& e, const GluPair& pair);
 // A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
 // matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);

@@ -89,7 +89,10 @@ public:
       if (std::holds_alternative<engine::MoeCombineOp>(op) && (fusions_ & kFuseResidual)) fuse_combine_residual(i);
       if (std::holds_alternative<engine::MoeRouteOp>(op) && (fusions_ & kFuseRoute)) fuse_route(i);
     }
-    if (fusions_ & kFuseSwiglu) pair_glu_outputs();
+    if ((fusions_ & kFuseSwiglu) && (fusions_ & kFuseGluOut)) {
+      pair_glu_outputs();
+      for (size_t d = range_.begin; d < range_.end; ++d) pair_dense_glu(d);
+    }
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
       if (r.kind == OpRecord::Kind::moe_matmul) {
         const MoeFusedInput& m = *r.moe;
@@ -356,6 +359,37 @@ private:
     }
   }
 
+  // The same for a dense layer: the decode down projection `d` making its GLU input itself, and the gate and up
+  // projections before it (only absorbed ops between, as the ffn_norm they make themselves) on the matvecs, writing
+  // nothing else: both get the pair (GluPair; the encoder decides with glu_pair_usable).
+  void pair_dense_glu(size_t d) {
+    const OpRecord& down = rec(d);
+    if (down.kind != OpRecord::Kind::matmul || !down.matmul.swiglu || down.matmul.op.n_tokens > kDecodeMaxTokens)
+      return;
+    const engine::GluOp& glu = *down.matmul.swiglu;
+    std::optional<size_t> gate, up;
+    size_t j = d;
+    while (j > range_.begin && (!gate || !up)) {
+      --j;
+      const OpRecord& r = rec(j);
+      if (r.kind == OpRecord::Kind::absorbed) continue;
+      if (!std::holds_alternative<engine::MatMulOp>(plan_.ops[j].op) ||
+          (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul))
+        break;
+      const MatmulArgs& a = r.matmul;
+      if (a.accumulate || a.swiglu || a.bias || a.route || a.glu_pair || !matmul_uses_matvec(matmul_, a.op)) break;
+      if (a.op.out == glu.gate && !gate) gate = j;
+      else if (a.op.out == glu.up && !up) up = j;
+      else break;
+    }
+    if (!gate || !up) return;
+    GluPair pair{rec(*gate).matmul.op, rec(*up).matmul.op, down.matmul.op, glu, false};
+    for (size_t k : {*gate, *up}) rec(k).kind = OpRecord::Kind::matmul;
+    rec(*gate).matmul.glu_pair = pair;
+    pair.is_up = true;
+    rec(*up).matmul.glu_pair = pair;
+  }
+
   // A decode step's MoE route over the logits of the router matvec recorded just before it (the ops between, if any,
   // absorbed into that matvec: gpt-oss's router bias): the matvec routes too, in its last workgroup (matvec.comp's
   // ROUTE), and the route's own stage between two barriers goes.
@@ -407,7 +441,8 @@ unsigned fusions_from_env(unsigned chosen) {
     else if (name == "rope_kv") bits |= kFuseRopeKv;
     else if (name == "swiglu") bits |= kFuseSwiglu;
     else if (name == "route") bits |= kFuseRoute;
-    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, route");
+    else if (name == "glu_out") bits |= kFuseGluOut;
+    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, route, glu_out");
     at = comma + 1;
   }
   return bits;

@@ -25,6 +25,9 @@
 //   bias      decode matvec + the bias add of its product -> y = W x + b (gpt-oss and qwen2's projection biases),
 //             with the residual fusion also + the residual add after it -> y += W x + b
 //   route     a MoE router's decode matvec + the route over its logits -> the matvec's last workgroup routes
+//   glu_out   (with swiglu) the decode gate and up projections whose GLU the down projection reads, on the int8
+//             matvecs (dense or MoE experts): they make the down projection's int8 input too, and its quantizer
+//             stage goes (matvec_block.comp's GLU_OUT)
 // The residual fusion also takes moe_combine + the residual add of its output -> the combine adds into x itself.
 // A fusion needs all its ops inside the recorded range, so verify mode's single-op ranges run every op on its own
 // and still check each against the CPU. Decode means at most 4 tokens a step with the matvec kernels; prefill plans
@@ -48,10 +51,12 @@ enum FusionBits : unsigned {
   kFuseSwiglu = 8u,
   kFuseBias = 16u,
   kFuseRoute = 32u,
-  kFuseAll = 63u,
+  kFuseGluOut = 64u,
+  kFuseAll = 127u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route) overrides `chosen` when set.
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out) overrides
+// `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 
 // How one op of the range is recorded.

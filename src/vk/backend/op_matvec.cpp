@@ -83,6 +83,41 @@ uint32_t max_tokens_per_group(model::GgmlType type, bool q8) {
   return q8 && wide ? 4 : 8;
 }
 
+// A matvec dispatch's workgroup: invocations, rows and tokens (matvec_block's spec constants 0, 1 and 4).
+struct MatvecLaunch {
+  uint32_t local, rows, tokens;
+};
+
+// The workgroup of `op` on its kernel: `input` the kernel's INPUT (plain when the quantizer made it), `q8` and `block`
+// which kernel family.
+MatvecLaunch matvec_launch(const OpEncoder& e, model::GgmlType type, const engine::MatMulOp& op, uint32_t input, bool q8,
+                           bool block) {
+  // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the block-wise
+  // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
+  // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
+  // takes 4 rows: half the workgroups, half that work.
+  MatvecLaunch l{128, input >= kInSwiglu ? 4u : 2u, 1};
+  const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info());
+  if (shape) std::tie(l.local, l.rows) = *shape;
+  // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
+  // largest power of two up to 8 (max_tokens_per_group) that divides the step (buckets are powers of two); fused f32
+  // inputs (rmsnorm, swiglu) keep one token per workgroup.
+  if ((q8 || block) && input == kInPlain)
+    while (l.tokens < max_tokens_per_group(type, q8) && op.n_tokens % (2 * l.tokens) == 0) l.tokens *= 2;
+  if (l.tokens > 1 && !shape) l.rows = multi_token_rows(type, op.out_features, l.tokens);
+  if (const auto q8_shape = q8_matvec_shape(type, op.out_features, l.tokens); q8 && q8_shape && !shape)
+    std::tie(l.local, l.rows) = *q8_shape;
+  l.rows = std::max<uint32_t>(1, std::min({l.rows, 8u, 16 / l.tokens}));
+  return l;
+}
+
+// The launch of a plain-input int8 matvec of `op` (a GLU pair's gate or up), if it runs on one.
+std::optional<MatvecLaunch> q8_plain_launch(OpEncoder& e, const engine::MatMulOp& op) {
+  const DeviceWeight& w = e.weight(op.weight);
+  if (w.matrix.chunk_count() != 1 || !matvec_q8_input(e, MatmulArgs{.op = op})) return std::nullopt;
+  return matvec_launch(e, w.type, op, kInPlain, true, has_weight_shader(WeightKernel::matvec_block, w.type));
+}
+
 }  // namespace
 
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info) {
@@ -114,6 +149,20 @@ std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args) {
     src.alpha = args.swiglu->alpha, src.limit = args.swiglu->limit;
   }
   return src;
+}
+
+bool glu_pair_usable(OpEncoder& e, const GluPair& pair) {
+  const engine::MatMulOp &gate = pair.gate, &up = pair.up, &down = pair.down;
+  const engine::GluOp& glu = pair.glu;
+  const int64_t rows = gate.out_features, n = gate.n_tokens;
+  if ((glu.kind != engine::GluKind::SiLU && glu.kind != engine::GluKind::SwiGluOai) || glu.gate != gate.out ||
+      glu.up != up.out || glu.out != down.in || glu.elems != n * rows || up.out_features != rows || up.n_tokens != n ||
+      down.n_tokens != n || down.in_features != rows || rows % 32 != 0 || n != 1 || gate.out == up.out)
+    return false;
+  if (!matvec_q8_input(e, MatmulArgs{.op = down, .swiglu = glu})) return false;
+  const std::optional<MatvecLaunch> g = q8_plain_launch(e, gate), u = q8_plain_launch(e, up);
+  // glu_out_block: 8 invocations per block, a row group's rows within one block of 32.
+  return g && u && 32 % g->rows == 0 && 32 % u->rows == 0 && g->local >= 8 && u->local >= 8;
 }
 
 void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
@@ -167,27 +216,11 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
                                                    w.type);
   e.note_variant(shader_blob(id).name);  // first, before the quantizer's name
   if (q8) {
+    if (e.q8_pair_holds(*q8_src)) e.note_variant("input (int8, made by the gate and up projections)");
     x = aux = e.q8_copy(*q8_src);
     input = kInPlain, x_row0 = 0;  // the quantizer made the input: the matvec reads its rows 0 .. n_tokens
   }
-  // 2 rows per workgroup of 128: enough workgroups to fill a GPU even for 2048-row matrices (and, for the block-wise
-  // kernel, the fastest of the 1..8 rows x 32..256 invocations measured on an H100: docs/benchmarks.md). With a
-  // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
-  // takes 4 rows: half the workgroups, half that work.
-  uint32_t local = 128, rows_per_group = input >= kInSwiglu ? 4 : 2;
-  const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info());
-  if (shape) std::tie(local, rows_per_group) = *shape;
-  // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
-  // largest power of two up to 8 (max_tokens_per_group) that divides the step (buckets are powers of two); fused f32
-  // inputs (rmsnorm, swiglu) keep one token per workgroup.
-  uint32_t tokens_per_group = 1;
-  if ((q8 || block) && input == kInPlain)
-    while (tokens_per_group < max_tokens_per_group(w.type, q8) && op.n_tokens % (2 * tokens_per_group) == 0)
-      tokens_per_group *= 2;
-  if (tokens_per_group > 1 && !shape) rows_per_group = multi_token_rows(w.type, op.out_features, tokens_per_group);
-  if (const auto q8_shape = q8_matvec_shape(w.type, op.out_features, tokens_per_group); q8 && q8_shape && !shape)
-    std::tie(local, rows_per_group) = *q8_shape;
-  rows_per_group = std::max<uint32_t>(1, std::min({rows_per_group, 8u, 16 / tokens_per_group}));
+  const auto [local, rows_per_group, tokens_per_group] = matvec_launch(e, w.type, op, input, q8, block);
   const BufferSpan out = e.buffer(op.out);
   BufferSpan bias = out;  // a stand-in binding when there is no bias (BIAS off: never read)
   if (args.bias) {
@@ -199,6 +232,22 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
                                     {5, args.bias.has_value()}};
   if (q8 || block) spec.push_back({4, tokens_per_group});
   if (input == kInSwigluOai) append_glu_constants(spec, *args.swiglu);
+  // The gate or up projection of a pair that makes the down projection's int8 input (GLU_OUT); stand-ins otherwise
+  // (every binding the int8 kernel declares is bound).
+  BufferSpan pair_out = out, counters = out, glu_q8 = out;
+  const GluPair* pair = q8 && args.glu_pair && glu_pair_usable(e, *args.glu_pair) ? &*args.glu_pair : nullptr;
+  if (pair) {
+    const std::optional<Q8Source> down_src = matvec_q8_input(e, MatmulArgs{.op = pair->down, .swiglu = pair->glu});
+    GRETA_CHECK(down_src.has_value(), w.name, ": the down projection of a GLU pair takes no int8 input");
+    const OpEncoder::Q8PairTarget target = e.q8_pair_target(*down_src);
+    pair_out = e.buffer(pair->is_up ? pair->gate.out : pair->up.out);
+    counters = target.counters, glu_q8 = target.q8;
+    const uint32_t row_groups_per_block =
+        32 / q8_plain_launch(e, pair->gate)->rows + 32 / q8_plain_launch(e, pair->up)->rows;
+    spec.insert(spec.end(), {{8, fused_glu_input(pair->glu)}, {9, pair->is_up ? 1u : 0u}, {10, row_groups_per_block}});
+    if (pair->glu.kind == engine::GluKind::SwiGluOai) append_glu_constants(spec, pair->glu);
+    e.note_variant("makes the down projection's int8 input (the GLU of gate and up; the last workgroup of a block)");
+  }
   if (route_inside) spec.push_back({8, route->gating == engine::MoeGating::SoftmaxTopK ? 0u : 1u});
   const auto& p = e.pipeline(id, spec);
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
@@ -223,6 +272,9 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, e.buffer(route->experts), e.buffer(route->weights),
                      e.zeroed_buffer(4, "route counter")},
                  bytes, groups);
+    else if (q8)
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8},
+                 bytes.first(bytes.size() - 8), groups);
     else
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 8), groups);
   }

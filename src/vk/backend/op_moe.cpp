@@ -245,6 +245,7 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
       counters = target.counters, glu_q8 = target.q8;
       spec.push_back({8, fused_glu_input(pair->glu)});
       spec.push_back({9, pair->is_up ? 1u : 0u});
+      spec.push_back({10, 2 * (32 / rows_per_group)});  // both dispatches' row groups of a 32-row block
       if (pair->glu.kind == engine::GluKind::SwiGluOai) append_glu_constants(spec, pair->glu);
       e.note_variant("makes the down projection's int8 input (the GLU of gate and up; the last workgroup of a block)");
     }

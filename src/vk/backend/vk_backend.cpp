@@ -564,7 +564,8 @@ private:
           if (next && moe_combine_makes(*rec.combine, *next)) encode_moe_combine_q8(e, *rec.combine, *next);
           else encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
-          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias || rec.matmul.route) encode_matvec(e, rec.matmul);
+          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias || rec.matmul.route || rec.matmul.glu_pair)
+            encode_matvec(e, rec.matmul);
           else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
         } else {
           std::visit(
