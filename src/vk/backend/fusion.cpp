@@ -89,10 +89,11 @@ public:
       if (std::holds_alternative<engine::MoeCombineOp>(op) && (fusions_ & kFuseResidual)) fuse_combine_residual(i);
       if (std::holds_alternative<engine::MoeRouteOp>(op) && (fusions_ & kFuseRoute)) fuse_route(i);
     }
-    if ((fusions_ & kFuseSwiglu) && (fusions_ & kFuseGluOut)) {
-      pair_glu_outputs();
-      for (size_t d = range_.begin; d < range_.end; ++d) pair_dense_glu(d);
-    }
+    if ((fusions_ & kFuseSwiglu) && (fusions_ & kFuseGluOut))
+      for (size_t d = range_.begin; d < range_.end; ++d) {
+        pair_moe_glu(d);
+        pair_dense_glu(d);
+      }
     for (OpRecord& r : records_) {  // the buffers the recorded dispatches actually touch
       if (r.kind == OpRecord::Kind::moe_matmul) {
         const MoeFusedInput& m = *r.moe;
@@ -330,33 +331,42 @@ private:
     absorb(i + 1, i);
   }
 
+  // The gate and up projections (at the indices returned) of the GLU that the down projection at d makes itself:
+  // walking back from d over absorbed records, every other record must be one `output` accepts (it returns the buffer
+  // the record writes, or nothing to stop the walk) writing the GLU's gate or up, until both are found.
+  template <class Output>
+  std::optional<std::pair<size_t, size_t>> glu_sources(size_t d, const engine::GluOp& glu, Output output) {
+    std::optional<size_t> gate, up;
+    for (size_t j = d; j > range_.begin && (!gate || !up);) {
+      --j;
+      if (rec(j).kind == OpRecord::Kind::absorbed) continue;
+      const std::optional<BufferId> out = output(j);
+      if (out && *out == glu.gate && !gate) gate = j;
+      else if (out && *out == glu.up && !up) up = j;
+      else break;
+    }
+    if (!gate || !up) return std::nullopt;
+    return std::pair{*gate, *up};
+  }
+
   // A decode MoE layer's gate and up projections (both making their normalized input themselves) whose GLU the down
   // projection makes itself: the pair may make the down projection's int8 input too (MoeGluPair; the encoder decides
   // with moe_glu_pair_usable). Only absorbed ops may lie between the pair and the down projection.
-  void pair_glu_outputs() {
-    for (size_t d = range_.begin; d < range_.end; ++d) {
-      const OpRecord& down = rec(d);
-      if (down.kind != OpRecord::Kind::moe_matmul || !down.moe->swiglu) continue;
-      const engine::GluOp& glu = *down.moe->swiglu;
-      std::optional<size_t> gate, up;
-      size_t j = d;
-      while (j > range_.begin && (!gate || !up)) {
-        --j;
-        const OpRecord& r = rec(j);
-        if (r.kind == OpRecord::Kind::absorbed) continue;
-        const auto* mm = std::get_if<engine::MoeMatMulOp>(&plan_.ops[j].op);
-        if (!mm || r.kind != OpRecord::Kind::moe_matmul || !r.moe->norm || r.moe->glu_pair) break;
-        if (mm->out == glu.gate && !gate) gate = j;
-        else if (mm->out == glu.up && !up) up = j;
-        else break;
-      }
-      if (!gate || !up) continue;
-      MoeGluPair pair{std::get<engine::MoeMatMulOp>(plan_.ops[*gate].op), std::get<engine::MoeMatMulOp>(plan_.ops[*up].op),
-                      std::get<engine::MoeMatMulOp>(plan_.ops[d].op), glu, false};
-      rec(*gate).moe->glu_pair = pair;
-      pair.is_up = true;
-      rec(*up).moe->glu_pair = pair;
-    }
+  void pair_moe_glu(size_t d) {
+    const OpRecord& down = rec(d);
+    if (down.kind != OpRecord::Kind::moe_matmul || !down.moe->swiglu) return;
+    const auto found = glu_sources(d, *down.moe->swiglu, [&](size_t j) -> std::optional<BufferId> {
+      const OpRecord& r = rec(j);
+      const auto* mm = std::get_if<engine::MoeMatMulOp>(&plan_.ops[j].op);
+      if (!mm || r.kind != OpRecord::Kind::moe_matmul || !r.moe->norm || r.moe->glu_pair) return std::nullopt;
+      return mm->out;
+    });
+    if (!found) return;
+    const auto op = [&](size_t i) { return std::get<engine::MoeMatMulOp>(plan_.ops[i].op); };
+    MoeGluPair pair{op(found->first), op(found->second), op(d), *down.moe->swiglu, false};
+    rec(found->first).moe->glu_pair = pair;
+    pair.is_up = true;
+    rec(found->second).moe->glu_pair = pair;
   }
 
   // The same for a dense layer: the decode down projection `d` making its GLU input itself, and the gate and up
@@ -366,28 +376,21 @@ private:
     const OpRecord& down = rec(d);
     if (down.kind != OpRecord::Kind::matmul || !down.matmul.swiglu || down.matmul.op.n_tokens > kDecodeMaxTokens)
       return;
-    const engine::GluOp& glu = *down.matmul.swiglu;
-    std::optional<size_t> gate, up;
-    size_t j = d;
-    while (j > range_.begin && (!gate || !up)) {
-      --j;
+    const auto found = glu_sources(d, *down.matmul.swiglu, [&](size_t j) -> std::optional<BufferId> {
       const OpRecord& r = rec(j);
-      if (r.kind == OpRecord::Kind::absorbed) continue;
-      if (!std::holds_alternative<engine::MatMulOp>(plan_.ops[j].op) ||
-          (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul))
-        break;
       const MatmulArgs& a = r.matmul;
-      if (a.accumulate || a.swiglu || a.bias || a.route || a.glu_pair || !matmul_uses_matvec(matmul_, a.op)) break;
-      if (a.op.out == glu.gate && !gate) gate = j;
-      else if (a.op.out == glu.up && !up) up = j;
-      else break;
-    }
-    if (!gate || !up) return;
-    GluPair pair{rec(*gate).matmul.op, rec(*up).matmul.op, down.matmul.op, glu, false};
-    for (size_t k : {*gate, *up}) rec(k).kind = OpRecord::Kind::matmul;
-    rec(*gate).matmul.glu_pair = pair;
+      if (!std::holds_alternative<engine::MatMulOp>(plan_.ops[j].op) ||
+          (r.kind != OpRecord::Kind::op && r.kind != OpRecord::Kind::matmul) || a.accumulate || a.swiglu || a.bias ||
+          a.route || a.glu_pair || !matmul_uses_matvec(matmul_, a.op))
+        return std::nullopt;
+      return a.op.out;
+    });
+    if (!found) return;
+    GluPair pair{rec(found->first).matmul.op, rec(found->second).matmul.op, down.matmul.op, *down.matmul.swiglu, false};
+    for (size_t k : {found->first, found->second}) rec(k).kind = OpRecord::Kind::matmul;
+    rec(found->first).matmul.glu_pair = pair;
     pair.is_up = true;
-    rec(*up).matmul.glu_pair = pair;
+    rec(found->second).matmul.glu_pair = pair;
   }
 
   // A decode step's MoE route over the logits of the router matvec recorded just before it (the ops between, if any,
