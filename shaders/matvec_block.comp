@@ -97,7 +97,7 @@ layout(binding = 4) readonly buffer Bias { float bias[]; };      // [out rows] w
 layout(constant_id = 8) const uint GLU_OUT = 0;
 layout(constant_id = 9) const bool GLU_IS_UP = false;
 layout(constant_id = 10) const uint GLU_COUNT = 2;
-// GLU_OUT: the other projection's [tokens or slots, rows]; per (token group or slot, block) counters, 0 between
+// GLU_OUT: the other projection's [tokens or slots, rows]; per (token or slot, block) counters, 0 between
 // steps; the down projection's int8 rows. Stand-ins without GLU_OUT.
 layout(binding = GLU_BINDING_PAIR) coherent readonly buffer Pair { vec4 pair4[]; };
 layout(binding = GLU_BINDING_COUNTERS) coherent buffer GluCounters { uint glu_counters[]; };
