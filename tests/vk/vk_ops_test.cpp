@@ -463,7 +463,7 @@ TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: p
   };
   const Variant variants[] = {{nullptr, nullptr}, {nullptr, "1"}, {nullptr, "3"}, {"1x2x2x128", nullptr},
                               {"1x2x1x128", "2"}, {"4x1x2x128", nullptr}, {"4x2x2x128", nullptr},
-                              {"1x1x2x256", "3"}};
+                              {"1x1x2x256", "3"}, {"4x1x4x256", nullptr}};  // 4x1x4x256: one stage, Q6_K's 48 KiB
   for (const Variant& v : variants)
     for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K})
       for (int64_t n : {int64_t(5), int64_t(16), int64_t(32), int64_t(33), int64_t(64)})

@@ -234,8 +234,9 @@ struct Q8GemmTile {
 // gives compute shaders about 100 KiB of shared memory per multiprocessor (vk_alu_bench's residency table), so a
 // 16-token tile's second stage halved its resident workgroups; one stage costs a second barrier per K step and made
 // the 8B's batched steps at 16 and 32 sequences 4-6 % faster on the H200, while the 64-token tiles, which their
-// registers bound as well, lost a little with it (docs/benchmarks.md).
-uint32_t q8_gemm_stages(const Q8GemmTile& t) { return t.fm <= 2 ? 1 : 2; }
+// registers bound as well, lost a little with it (docs/benchmarks.md). K steps of 256 take one stage too: two would
+// not fit (Q4_K's 64 x 64 tile would need about 70 KiB).
+uint32_t q8_gemm_stages(const Q8GemmTile& t) { return t.fm <= 2 || t.bk == 256 ? 1 : 2; }
 
 // Whether the shader can run tile t for `type` on this device: at most 8 W items and 4 X items per invocation, a header
 // per invocation (BN <= WG), and shared memory for the stages (q8_gemm_stages) of codes (Q6_K: X's rows 1.5 times as
@@ -282,13 +283,16 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). Above 32
   // tokens, four subgroups (64 rows) and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64
   // tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps
-  // about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM (docs/benchmarks.md, "op_matmul.cpp's
-  // rules").
+  // about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM. Q4_K's wide tile takes K steps of 256
+  // in one stage (half the barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 %
+  // faster on the H200, where Q4_0's lost 8 % and every tile of up to 32 tokens lost (docs/benchmarks.md,
+  // "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
   if (t.fm > 2) {
     Q8GemmTile wide = t;
     wide.wn = 4;
     wide.split = type == model::GgmlType::Q4_0 ? 3 : 2;
+    if (type == model::GgmlType::Q4_K && op.in_features % 256 == 0) wide.bk = 256;
     if (q8_tile_fits(e, type, wide)) return wide;
     if (type == model::GgmlType::Q4_K) return std::nullopt;
   }
