@@ -49,6 +49,17 @@
 // (coherent), applies the GLU and writes the block's codes and scale, then returns the counter to 0 for the next step.
 // A stage between two barriers costs a few microseconds of a decode layer whatever its work (docs/benchmarks.md).
 //
+// NORM_OUT (spec constant 11, X_Q8 without MOE, with ACCUMULATE, rows from 0, ROWS dividing 32): a decode step's
+// projection that adds into the residual stream (attention output, down projection) also makes the next rmsnorm's
+// int8 rows (quantize_q8.comp's IN_RMSNORM output; the norm weight at Aux, eps in pc.eps) in the GLU_OUT bindings,
+// so no quantizer stage sits before the next layer's (or the output's) first matvecs. Int8 codes of a block do not
+// depend on the row's 1 / rms, only its scale does: so the last row group of each 32-row block quantizes the block of
+// x * weight and leaves its sum of squares and maximum; the last such block of the token group then sums the blocks'
+// squares (in block order: the same bits every run) and writes every block's scale max * (1 / rms) / 127. Counters
+// (binding GLU_BINDING_COUNTERS, uint words; G token groups, B = rows / 32 blocks): [G * B] per (group, block), [G]
+// per group, then per (token, block) the sum of squares and the maximum as float bits (norm_out_words on the host).
+// The host uses it at one token (norm_out_usable: at 4 the chain of fences and round trips cost more than the stage).
+//
 // Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
 // product by 1 / sqrt(sum / cols + eps); IN_SWIGLU reads the gate (x4) and up (aux4) and uses silu(gate) * up, and
@@ -97,6 +108,7 @@ layout(binding = 4) readonly buffer Bias { float bias[]; };      // [out rows] w
 layout(constant_id = 8) const uint GLU_OUT = 0;
 layout(constant_id = 9) const bool GLU_IS_UP = false;
 layout(constant_id = 10) const uint GLU_COUNT = 2;
+layout(constant_id = 11) const bool NORM_OUT = false;
 // GLU_OUT: the other projection's [tokens or slots, rows]; per (token or slot, block) counters, 0 between
 // steps; the down projection's int8 rows. Stand-ins without GLU_OUT.
 layout(binding = GLU_BINDING_PAIR) coherent readonly buffer Pair { vec4 pair4[]; };
@@ -417,6 +429,82 @@ void glu_out_block(uint row0) {
     }
   }
 }
+
+#if !defined(MOE)
+shared bool norm_is_last;
+shared float norm_max[32], norm_ss[32];  // 8 invocations per token, TOKENS <= 4
+shared float norm_group_ss[4 * MAX_SUBGROUPS];  // per token, per subgroup
+
+// NORM_OUT: called by every row group after adding rows row0 .. row0 + ROWS - 1 into the stream (see the top).
+// Invocation i < 8 TOKENS of a block's last row group takes token t0 + i / 8, elements 4 (i % 8) .. + 3 of the block.
+void norm_out_block(uint row0) {
+  const uint tid = gl_LocalInvocationID.x, wg = gl_WorkGroupSize.x;
+  const uint blocks = pc.rows >> 5, block = row0 >> 5, group = gl_WorkGroupID.y, t0 = group * TOKENS;
+  const uint block_counter = group * blocks + block, group_counter = gl_NumWorkGroups.y * blocks + group;
+  const uint sums = gl_NumWorkGroups.y * (blocks + 1u);  // first word of the (token, block) partials
+  memoryBarrierBuffer();  // this row group's rows are visible before it is counted
+  barrier();
+  if (tid == 0u) norm_is_last = atomicAdd(glu_counters[block_counter], 1u) == 32u / ROWS - 1u;
+  barrier();
+  if (!norm_is_last) return;
+  memoryBarrierBuffer();
+  const uint u = tid >> 3, j = tid & 7u;
+  vec4 a = vec4(0.0);
+  if (tid < 8u * TOKENS) {
+    const uint at = (t0 + u) * pc.out_stride + 32u * block + 4u * j;
+    const vec4 x = vec4(y[at], y[at + 1u], y[at + 2u], y[at + 3u]);
+    a = x * aux4[8u * block + j];
+    const vec4 m4 = abs(a);
+    norm_max[tid] = max(max(m4.x, m4.y), max(m4.z, m4.w));
+    norm_ss[tid] = dot(x, x);
+  }
+  barrier();
+  if (tid < 8u * TOKENS) {
+    float m = 0.0, ss = 0.0;
+    for (uint i = 0; i < 8u; ++i) m = max(m, norm_max[8u * u + i]), ss += norm_ss[8u * u + i];
+    glu_q8[q8_row_base(t0 + u, pc.rows) + 8u * block + j] = q8_pack(a, m);
+    if (j == 0u) {
+      const uint p = sums + 2u * ((t0 + u) * blocks + block);
+      glu_counters[p] = floatBitsToUint(ss);
+      glu_counters[p + 1u] = floatBitsToUint(m);
+    }
+  }
+  memoryBarrierBuffer();  // the block's codes and partials are visible before it is counted
+  barrier();
+  if (tid == 0u) {
+    glu_counters[block_counter] = 0u;  // all of the block's row groups have counted
+    norm_is_last = atomicAdd(glu_counters[group_counter], 1u) == blocks - 1u;
+  }
+  barrier();
+  if (!norm_is_last) return;
+  memoryBarrierBuffer();
+  // Every token's block sums at once (one round trip, not one per token), then every scale.
+  float ss[4] = float[4](0.0, 0.0, 0.0, 0.0);
+  for (uint b = tid; b < blocks; b += wg)
+    [[unroll]] for (uint u = 0; u < 4u; ++u)
+      if (u < TOKENS) ss[u] += uintBitsToFloat(glu_counters[sums + 2u * ((t0 + u) * blocks + b)]);
+  [[unroll]] for (uint u = 0; u < 4u; ++u)
+    if (u < TOKENS) {
+      const float v = subgroupAdd(ss[u]);
+      if (subgroupElect()) norm_group_ss[u * MAX_SUBGROUPS + gl_SubgroupID] = v;
+    }
+  barrier();
+  float inv_rms[4];
+  [[unroll]] for (uint u = 0; u < 4u; ++u) {
+    float total = 0.0;
+    if (u < TOKENS)
+      for (uint i = 0; i < gl_NumSubgroups; ++i) total += norm_group_ss[u * MAX_SUBGROUPS + i];
+    inv_rms[u] = inversesqrt(total / float(pc.rows) + pc.eps);
+  }
+  for (uint b = tid; b < blocks; b += wg)
+    [[unroll]] for (uint u = 0; u < 4u; ++u)
+      if (u < TOKENS) {
+        const float m = uintBitsToFloat(glu_counters[sums + 2u * ((t0 + u) * blocks + b) + 1u]);
+        glu_q8[q8_row_base(t0 + u, pc.rows) + q8_scale_word(pc.rows, 8u * b)] = q8_scale_bits(m * inv_rms[u]);
+      }
+  if (tid == 0u) glu_counters[group_counter] = 0u;
+}
+#endif
 #endif
 
 void main() {
@@ -473,6 +561,9 @@ void main() {
     }
 #if defined(X_Q8)
     if (GLU_OUT != 0) glu_out_block(row0);
+#if !defined(MOE)
+    if (NORM_OUT) norm_out_block(row0);
+#endif
 #endif
     barrier();  // partial[] is reused by the next row group
   }

@@ -322,6 +322,33 @@ inline FfnCase ffn_case(model::GgmlType type, model::GgmlType down_type, int64_t
   return {std::move(c), x, gate, up};
 }
 
+struct ResidualNormCase {
+  engine::OpCase c;
+  engine::BufferId x, q, k;  // the residual stream after x += W_o a; the two projections of its rmsnorm
+};
+
+// A decode step's projection adding into the residual stream, then the next rmsnorm read by two matvecs (the next
+// layer's Q and K): x += W_o a (W_o: dim x in, `type`), q = W_q rmsnorm(x), k = W_k rmsnorm(x) (rows x dim,
+// `next_type`).
+inline ResidualNormCase residual_norm_case(model::GgmlType type, model::GgmlType next_type, int64_t n, int64_t in,
+                                          int64_t dim, int64_t rows, uint32_t& seed) {
+  engine::OpCase c(n, 8);
+  const engine::BufferId a = c.input("a", n * in, seed++);
+  const engine::BufferId x = c.input("x", n * dim, seed++, 3.f);
+  const engine::BufferId product = c.output("attn_out", n * dim), xb = c.output("xb", n * dim);
+  const engine::BufferId q = c.output("q", n * rows), k = c.output("k", n * rows);
+  const engine::WeightId w_o = c.weight("w_o", type, dim, in, seed++);
+  const engine::WeightId norm = c.weight("ffn_norm", model::GgmlType::F32, 1, dim, seed++, 0.5f, 1.5f);
+  const engine::WeightId w_q = c.weight("w_q", next_type, rows, dim, seed++);
+  const engine::WeightId w_k = c.weight("w_k", next_type, rows, dim, seed++);
+  c.add("attn_output", engine::MatMulOp{a, product, w_o, n, in, dim});
+  c.add("attn_residual", engine::AddOp{x, product, n * dim});
+  c.add("ffn_norm", engine::RmsNormOp{x, xb, norm, n, dim, 0, 1e-5f});
+  c.add("q", engine::MatMulOp{xb, q, w_q, n, dim, rows});
+  c.add("k", engine::MatMulOp{xb, k, w_k, n, dim, rows});
+  return {std::move(c), x, q, k};
+}
+
 struct RopeKvCase {
   engine::OpCase c;
   engine::BufferId q, k, k_cache, v_cache;

@@ -141,7 +141,43 @@ TEST_CASE("vk decode fusion: one token's gate and up matvecs making the down pro
         const double e_apart = compare(fc.c, fc.x, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &apart);
         CHECK_MESSAGE(!has(apart, "makes the down projection's int8 input"), apart);
         // The same GLU and the same int8 rows either way (quantize_q8.comp's): the same error, up to rounding.
-        CHECK(e == doctest::Approx(e_apart).epsilon(1e-3));
+        CHECK(e == doctest::Approx(e_apart).epsilon(1e-3).scale(0));
+      }
+}
+
+TEST_CASE("vk decode fusion: a residual-adding matvec making the next rmsnorm's int8 input (NORM_OUT)") {
+  uint32_t seed = 1150;
+  struct Shape {
+    GgmlType type, next_type;
+    int64_t in, dim;
+  };
+  // Legacy and K-quant blocks, odd block counts (96 rows: 3 blocks of 32); the workgroups of 4, 2 and 1 rows.
+  for (const Shape& s : {Shape{GgmlType::Q4_0, GgmlType::Q4_0, 96, 96}, Shape{GgmlType::Q4_K, GgmlType::Q6_K, 256, 256},
+                         Shape{GgmlType::Q6_K, GgmlType::Q8_0, 256, 64}})
+    for (const char* shape : {(const char*)nullptr, "64x4", "32x1"})
+      for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)}) {
+        if (shape && n != 1) continue;
+        const std::string type_name = model::type_name(s.type), next_name = model::type_name(s.next_type);
+        CAPTURE(type_name);
+        CAPTURE(next_name);
+        const std::string shape_name = shape ? shape : "auto";
+        CAPTURE(shape_name);
+        CAPTURE(n);
+        const vk::test::ScopedEnv matvec_env("GRETA_VK_MATVEC", shape);
+        auto rc = test::residual_norm_case(s.type, s.next_type, n, s.in, s.dim, 37, seed);
+        std::string kernels, apart;
+        compare(rc.c, rc.x, k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        // One-token steps only (norm_out_usable); 2-4 keep the quantizer, 5 the rmsnorm (or the GEMMs).
+        CHECK_MESSAGE(has(kernels, "makes the next rmsnorm's int8 input") == (n == 1), kernels);
+        // Two int8 quantizations in a row (the projection's input, then the normed stream): twice the limit.
+        const double e = compare(rc.c, rc.q, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        CHECK_MESSAGE(has(kernels, "(int8, made by the projection before)") == has(kernels, "next rmsnorm's"), kernels);
+        compare(rc.c, rc.k, 2 * k_q8_limit);
+        // Turned off, the quantizer makes the normed rows again: the same codes up to rounding, so about the same error.
+        greta::vk::test::ScopedEnv off("GRETA_VK_FUSE", "residual,norm,rope_kv,swiglu,bias,route,glu_out");
+        const double e_apart = compare(rc.c, rc.q, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &apart);
+        CHECK_MESSAGE(!has(apart, "next rmsnorm's"), apart);
+        CHECK(e == doctest::Approx(e_apart).epsilon(0.02).scale(0));
       }
 }
 

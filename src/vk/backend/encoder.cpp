@@ -259,30 +259,45 @@ void OpEncoder::q8_prefetch(const Q8Source& src) {
   q8_fence_ = recorder_->barrier_count();
 }
 
+OpEncoder::Q8PairTarget OpEncoder::made_target(MadeQ8& m, const Q8Source& src, uint64_t counter_bytes, bool second_ok,
+                                               const char* name) {
+  const uint64_t bytes = uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36;
+  const bool second = second_ok && m.of == src && m.write_fence == recorder_->barrier_count() && !m.read_fence;
+  if (!second) {
+    if (m.read_fence && *m.read_fence == recorder_->barrier_count()) barrier();  // a reader may still run
+    if (m.span.size < bytes) m.span = scratch_buffer(bytes, name);
+    if (m.counters.size < counter_bytes) m.counters = zeroed_buffer(counter_bytes, cat(name, ": counters"));
+    m.of = src;
+    m.write_fence = recorder_->barrier_count();
+    m.read_fence.reset();
+  }
+  m.writing = true;
+  return {{m.span.buffer, m.span.offset, bytes}, {m.counters.buffer, m.counters.offset, counter_bytes}};
+}
+
+std::optional<BufferSpan> OpEncoder::made_copy(MadeQ8& m, const Q8Source& src) {
+  if (m.of != src) return std::nullopt;
+  if (m.write_fence == recorder_->barrier_count()) barrier();
+  m.read_fence = recorder_->barrier_count();
+  return BufferSpan{m.span.buffer, m.span.offset, uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36};
+}
+
 OpEncoder::Q8PairTarget OpEncoder::q8_pair_target(const Q8Source& src) {
   GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input >= 2, "int8 GLU rows of ", src.rows,
               " x ", src.cols);
-  const uint64_t blocks = uint64_t(src.rows) * uint64_t(src.cols) / 32;
   // The second of the pair in the same stage takes what the first set up; anything else starts a new copy.
-  const bool second = pair_of_ == src && pair_write_fence_ == recorder_->barrier_count() && !pair_read_fence_;
-  if (!second) {
-    if (pair_read_fence_ && *pair_read_fence_ == recorder_->barrier_count()) barrier();  // a reader may still run
-    if (pair_span_.size < blocks * 36) pair_span_ = scratch_buffer(blocks * 36, "int8 GLU made by gate and up");
-    if (pair_counters_.size < blocks * 4) pair_counters_ = zeroed_buffer(blocks * 4, "gate and up block counters");
-    pair_of_ = src;
-    pair_write_fence_ = recorder_->barrier_count();
-    pair_read_fence_.reset();
-  }
-  pair_writing_ = true;
-  return {{pair_span_.buffer, pair_span_.offset, blocks * 36}, {pair_counters_.buffer, pair_counters_.offset, blocks * 4}};
+  return made_target(pair_, src, uint64_t(src.rows) * uint64_t(src.cols) / 32 * 4, true, "int8 GLU made by gate and up");
+}
+
+OpEncoder::Q8PairTarget OpEncoder::q8_norm_target(const Q8Source& src) {
+  GRETA_CHECK(src.cols > 0 && src.cols % 32 == 0 && src.rows > 0 && src.input == 1 && src.x_row0 == 0,
+              "int8 rmsnorm rows of ", src.rows, " x ", src.cols);
+  return made_target(norm_, src, norm_out_words(src.rows, src.cols) * 4, false, "int8 rmsnorm made by a projection");
 }
 
 BufferSpan OpEncoder::q8_copy(const Q8Source& src) {
-  if (pair_of_ == src) {  // made by a gate and up pair (q8_pair_target)
-    if (pair_write_fence_ == recorder_->barrier_count()) barrier();
-    pair_read_fence_ = recorder_->barrier_count();
-    return {pair_span_.buffer, pair_span_.offset, uint64_t(src.rows) * uint64_t(src.cols) / 32 * 36};
-  }
+  if (const auto made = made_copy(pair_, src)) return *made;  // made by a gate and up pair (q8_pair_target)
+  if (const auto made = made_copy(norm_, src)) return *made;  // made by the projection before (q8_norm_target)
   if (q8_of_ == src) {
     if (q8_fence_ && *q8_fence_ == recorder_->barrier_count()) barrier();  // a prefetched copy, still unordered
     q8_fence_.reset();
@@ -341,8 +356,10 @@ void OpEncoder::note_written(std::span<const engine::BufferId> writes) {
   if (groups_of_ && written(groups_of_->experts)) groups_of_.reset();
   if (q8_of_ && (written(q8_of_->x) || (q8_of_->up >= 0 && written(q8_of_->up)))) q8_of_.reset();
   if (q8_pending_) q8_of_ = std::exchange(q8_pending_, std::nullopt);  // made by the op just recorded
-  if (pair_writing_) pair_writing_ = false;  // one of the pair: its gate or up write is what the copy is made of
-  else if (pair_of_ && (written(pair_of_->x) || written(pair_of_->up))) pair_of_.reset();
+  // The op that made a copy wrote what it is made of (the pair's gate or up, the projection's stream).
+  for (MadeQ8* m : {&pair_, &norm_})
+    if (m->writing) m->writing = false;
+    else if (m->of && (written(m->of->x) || (m->of->up >= 0 && written(m->of->up)))) m->of.reset();
 }
 
 }  // namespace greta::vk

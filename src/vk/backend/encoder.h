@@ -218,7 +218,13 @@ public:
     BufferSpan q8, counters;
   };
   Q8PairTarget q8_pair_target(const Q8Source& source);
-  bool q8_pair_holds(const Q8Source& source) const { return pair_of_ == source; }
+  bool q8_pair_holds(const Q8Source& source) const { return pair_.of == source; }
+  // Where a decode step's residual-adding matvec (the attention output or down projection) writes the next rmsnorm's
+  // int8 rows `source` (matvec_block.comp's NORM_OUT), and its counters and partial sums (norm_out_words): a third
+  // int8 buffer, as the projection reads one and the gate and up pair may write the other. q8_copy(source) returns it
+  // without a dispatch (after a barrier) until a write to the stream by another op.
+  Q8PairTarget q8_norm_target(const Q8Source& source);
+  bool q8_norm_holds(const Q8Source& source) const { return norm_.of == source; }
   // Where an op that makes `source` as int8 itself (decode attention's Q8_OUT) writes it: q8_copy(source) then returns
   // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
   BufferSpan q8_target(const Q8Source& source);
@@ -241,13 +247,22 @@ private:
   std::optional<Q8Source> q8_pending_;  // what the op being recorded writes into q8_span_ (q8_target)
   std::optional<uint64_t> q8_fence_;    // q8_prefetch: the recorder's barrier count when it was recorded
   BufferSpan q8_span_{};
-  // q8_pair_target: what pair_span_ holds, the barrier count when the pair was recorded and when a reader last took it;
-  // pair_writing_: the op being recorded is one of the pair (its writes of gate or up do not invalidate the copy).
-  std::optional<Q8Source> pair_of_;
-  uint64_t pair_write_fence_ = 0;
-  std::optional<uint64_t> pair_read_fence_;
-  bool pair_writing_ = false;
-  BufferSpan pair_span_{}, pair_counters_{};
+  // An int8 copy that decode matvecs make in their last workgroups (matvec_block.comp's GLU_OUT, NORM_OUT) rather
+  // than a quantizer dispatch: what `span` holds, the barrier count when its writer was recorded and when a reader
+  // last took it; `writing`: the op being recorded writes it (its own writes of the source do not invalidate it).
+  struct MadeQ8 {
+    std::optional<Q8Source> of;
+    uint64_t write_fence = 0;
+    std::optional<uint64_t> read_fence;
+    bool writing = false;
+    BufferSpan span{}, counters{};
+  };
+  MadeQ8 pair_, norm_;  // q8_pair_target's, q8_norm_target's
+  // Sets `m` up to hold `src` (`counter_bytes` of zeroed counters); `second`: a writer in the same stage as the
+  // first takes what it set up.
+  Q8PairTarget made_target(MadeQ8& m, const Q8Source& src, uint64_t counter_bytes, bool second_ok, const char* name);
+  // `m`'s span for a reader of `src`, if it holds it.
+  std::optional<BufferSpan> made_copy(MadeQ8& m, const Q8Source& src);
   // gemm_partials' regions: the first partials_used_ are taken by GEMMs whose sums are queued in split_sums_.
   std::vector<BufferSpan> partials_;
   size_t partials_used_ = 0;
@@ -306,7 +321,15 @@ struct MatmulArgs {
   std::optional<engine::WeightId> bias;  // y = W x + bias (decode matvecs; the bias add after the matmul)
   std::optional<engine::MoeRouteOp> route;  // a MoE router's matvec: the route over its product (route.logits == out)
   std::optional<GluPair> glu_pair;          // the gate or up projection of a pair making the down projection's input
+  std::optional<Q8Source> norm_out;  // with accumulate: also makes the next rmsnorm's int8 rows (norm_out_usable)
 };
+
+// matvec_block.comp's NORM_OUT words (counters, then partial sums) for `rows` token rows of `cols` values: per
+// (token group, 32-element block) and per token group counters, then per (token, block) a sum of squares and a max.
+inline uint64_t norm_out_words(int64_t rows, int64_t cols) {
+  const uint64_t r = uint64_t(rows), blocks = uint64_t(cols) / 32;
+  return r * blocks + r + 2 * r * blocks;
+}
 
 // RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
 // per-head norms of q and k before the rotation folded in too, of qk_norm_rope_kv.comp.
@@ -334,7 +357,10 @@ void encode_glu(OpEncoder& e, const engine::GluOp& op, std::optional<GemmRows> f
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op);
 // The matmul would run on the int8 cooperative-matrix GEMM (OpEncoder::q8_copy of its plain input).
 bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op);
-void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false);
+// With `norm_out` (a decode step's residual-adding projection, accumulate), a matvec that can (norm_out_usable) also
+// makes the next rmsnorm's int8 rows.
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate = false,
+                   std::optional<Q8Source> norm_out = std::nullopt);
 // The decode matvec kernels (op_matvec.cpp), also with a fused input (norm or swiglu).
 void encode_matvec(OpEncoder& e, const MatmulArgs& args);
 // The int8 input encode_matvec quantizes for `args` (its fused input made by the quantizer), or nullopt when it runs
@@ -344,6 +370,10 @@ std::optional<Q8Source> matvec_q8_input(OpEncoder& e, const MatmulArgs& args);
 // the int8 block-wise kernels, gate and up in one buffer each, a row group's rows within one block of 32. The same
 // answer for both of the pair. (At 4 tokens the counting cost the 8B's step 10 % on the H200: docs/benchmarks.md.)
 bool glu_pair_usable(OpEncoder& e, const GluPair& pair);
+// Whether the residual-adding matvec of `args` can also make args.norm_out, the next rmsnorm's int8 rows of the stream
+// it adds into (matvec_block.comp's NORM_OUT): a one-token step, an int8 block-wise matvec over whole 32-row blocks in
+// one buffer, adding into rows 0.. of the norm's own input, a row group's rows within one block of 32.
+bool norm_out_usable(OpEncoder& e, const MatmulArgs& args);
 // A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
 // matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);

@@ -445,7 +445,10 @@ unsigned fusions_from_env(unsigned chosen) {
     else if (name == "swiglu") bits |= kFuseSwiglu;
     else if (name == "route") bits |= kFuseRoute;
     else if (name == "glu_out") bits |= kFuseGluOut;
-    else fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, route, glu_out");
+    else if (name == "norm_out") bits |= kFuseNormOut;
+    else
+      fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, ",
+           "route, glu_out, norm_out");
     at = comma + 1;
   }
   return bits;

@@ -52,10 +52,12 @@ enum FusionBits : unsigned {
   kFuseBias = 16u,
   kFuseRoute = 32u,
   kFuseGluOut = 64u,
-  kFuseAll = 127u,
+  kFuseNormOut = 128u,  // encode time (vk_backend.cpp): a residual-adding matvec makes the next rmsnorm's int8 rows
+  kFuseAll = 255u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out) overrides
+// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out,
+// norm_out) overrides
 // `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 

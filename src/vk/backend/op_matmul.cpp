@@ -394,13 +394,14 @@ bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op) {
   return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations() && !matmul_takes_q8_input(e, op);
 }
 
-void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate) {
+void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, std::optional<Q8Source> norm_out) {
   const DeviceWeight& w = e.weight(op.weight);
   GRETA_CHECK(w.cols == op.in_features && w.rows == op.out_features && w.rows > 1, w.name);
   to_u32(op.n_tokens * std::max(op.in_features, op.out_features), "activation elements");
 
   const MatmulKernel kernel = matmul_path(e, op);
-  if (kernel == MatmulKernel::matvec) return encode_matvec(e, MatmulArgs{op, accumulate, {}, {}});
+  if (kernel == MatmulKernel::matvec)
+    return encode_matvec(e, MatmulArgs{.op = op, .accumulate = accumulate, .norm_out = std::move(norm_out)});
   const GemmKernel gemm = kernel == MatmulKernel::coopmat ? GemmKernel::coopmat : GemmKernel::tiled;
   if (const auto q8_tile = q8_gemm_for(e, op)) return encode_q8_gemm(e, op, accumulate, *q8_tile);
   const ChosenTile chosen = choose_tile(e, gemm, w.type, op);

@@ -165,6 +165,22 @@ bool glu_pair_usable(OpEncoder& e, const GluPair& pair) {
   return g && u && 32 % g->rows == 0 && 32 % u->rows == 0 && g->local >= 8 && u->local >= 8;
 }
 
+bool norm_out_usable(OpEncoder& e, const MatmulArgs& args) {
+  const engine::MatMulOp& op = args.op;
+  // One-token steps only: at 4 tokens the counting and the finishing workgroups' chain of round trips cost the
+  // projections more than the quantizer stage they replace (8B on the H200: -2 %; docs/benchmarks.md).
+  if (!args.norm_out || !args.accumulate || args.bias || args.route || args.glu_pair || op.n_tokens != 1) return false;
+  const Q8Source& next = *args.norm_out;
+  if (next.input != 1 || next.x != op.out || next.x_row0 != 0 || next.rows != op.n_tokens ||
+      next.cols != op.out_features || op.out_features % 32 != 0 || !matvec_q8_input(e, args))
+    return false;
+  const DeviceWeight& w = e.weight(op.weight);
+  const std::optional<MatvecLaunch> l = q8_plain_launch(e, op);
+  // norm_out_block: 8 invocations per token of the block, a row group's rows within one block of 32.
+  return l && w.matrix.chunk_count() == 1 && 32 % l->rows == 0 && l->local >= 8 * l->tokens &&
+         op.n_tokens % l->tokens == 0 && e.weight(next.norm).cols == op.out_features;
+}
+
 void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   const engine::MatMulOp& op = args.op;
   const DeviceWeight& w = e.weight(op.weight);
@@ -217,6 +233,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   e.note_variant(shader_blob(id).name);  // first, before the quantizer's name
   if (q8) {
     if (e.q8_pair_holds(*q8_src)) e.note_variant("input (int8, made by the gate and up projections)");
+    if (e.q8_norm_holds(*q8_src)) e.note_variant("input (int8, made by the projection before)");
     x = aux = e.q8_copy(*q8_src);
     input = kInPlain, x_row0 = 0;  // the quantizer made the input: the matvec reads its rows 0 .. n_tokens
   }
@@ -247,6 +264,17 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     spec.insert(spec.end(), {{8, fused_glu_input(pair->glu)}, {9, pair->is_up ? 1u : 0u}, {10, row_groups_per_block}});
     if (pair->glu.kind == engine::GluKind::SwiGluOai) append_glu_constants(spec, pair->glu);
     e.note_variant("makes the down projection's int8 input (the GLU of gate and up; the last workgroup of a block)");
+  }
+  // The projection adding into the stream that also makes the next rmsnorm's int8 rows (NORM_OUT): the norm weight
+  // in aux, the counters and partial sums in the counters binding, the rows where the next matvecs' q8_copy finds them.
+  if (q8 && norm_out_usable(e, args)) {
+    const Q8Source& next = *args.norm_out;
+    const OpEncoder::Q8PairTarget target = e.q8_norm_target(next);
+    aux = e.weight(next.norm).vector.span();
+    counters = target.counters, glu_q8 = target.q8;
+    eps = next.eps;
+    spec.push_back({11, 1u});
+    e.note_variant("makes the next rmsnorm's int8 input (its last workgroup)");
   }
   if (route_inside) spec.push_back({8, route->gating == engine::MoeGating::SoftmaxTopK ? 0u : 1u});
   const auto& p = e.pipeline(id, spec);

@@ -564,9 +564,11 @@ private:
           if (next && moe_combine_makes(*rec.combine, *next)) encode_moe_combine_q8(e, *rec.combine, *next);
           else encode_moe_combine(e, *rec.combine, /*accumulate=*/true);
         } else if (rec.kind == OpRecord::Kind::matmul) {
-          if (rec.matmul.norm || rec.matmul.swiglu || rec.matmul.bias || rec.matmul.route || rec.matmul.glu_pair)
-            encode_matvec(e, rec.matmul);
-          else encode_matmul(e, rec.matmul.op, rec.matmul.accumulate);
+          MatmulArgs args = rec.matmul;
+          if (args.accumulate && (*options_.fusions & kFuseNormOut))  // the next layer's norm, as int8
+            args.norm_out = norm_q8_input_after(records, range, i, args.op.out, e);
+          if (args.norm || args.swiglu || args.bias || args.route || args.glu_pair) encode_matvec(e, args);
+          else encode_matmul(e, args.op, args.accumulate, args.norm_out);
         } else {
           std::visit(
               [&](const auto& op) {
