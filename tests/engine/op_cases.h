@@ -349,6 +349,43 @@ inline ResidualNormCase residual_norm_case(model::GgmlType type, model::GgmlType
   return {std::move(c), x, q, k};
 }
 
+struct QkvRopeCase {
+  engine::OpCase c;
+  engine::BufferId q, k_cache, v_cache;
+};
+
+// A decode step's attention input: attn_norm, the Q, K and V projections (`type`, dim columns), then rope_q, rope_k
+// and the K and V cache writes as rope_kv_case has them (6 query heads over 2 KV heads, positions 3000..; partial:
+// half of each head rotated).
+inline QkvRopeCase qkv_rope_case(model::GgmlType type, model::RopePairing pairing, int64_t n, int64_t dim,
+                                 int64_t head_dim, bool partial, engine::ElemType kv_type, uint32_t& seed) {
+  const int64_t heads = 6, kv_heads = 2, ctx = 3100, rope_dims = partial ? head_dim / 2 : head_dim;
+  const int64_t kv_width = kv_heads * head_dim;
+  engine::OpCase c(n, ctx);
+  c.start_pos = 3000;
+  const engine::BufferId x = c.input("x", n * dim, seed++, 3.f);
+  const engine::WeightId norm = c.weight("attn_norm", model::GgmlType::F32, 1, dim, seed++, 0.5f, 1.5f);
+  const engine::BufferId xb = c.output("xb", n * dim);
+  const engine::BufferId q = c.output("q", n * heads * head_dim);
+  const engine::BufferId k = c.output("k", n * kv_width), v = c.output("v", n * kv_width);
+  const engine::WeightId wq = c.weight("wq", type, heads * head_dim, dim, seed++);
+  const engine::WeightId wk = c.weight("wk", type, kv_width, dim, seed++);
+  const engine::WeightId wv = c.weight("wv", type, kv_width, dim, seed++);
+  const int64_t rows = c.plan.shape.kv.cache_rows();
+  const engine::BufferId k_cache = c.input("k_cache", rows * kv_width, seed++, 1.f, kv_type);
+  const engine::BufferId v_cache = c.input("v_cache", rows * kv_width, seed++, 1.f, kv_type);
+  const auto pos = c.plan.positions;
+  c.add("attn_norm", engine::RmsNormOp{x, xb, norm, n, dim, 0, 1e-5f});
+  c.add("attn_q", engine::MatMulOp{xb, q, wq, n, dim, heads * head_dim});
+  c.add("attn_k", engine::MatMulOp{xb, k, wk, n, dim, kv_width});
+  c.add("attn_v", engine::MatMulOp{xb, v, wv, n, dim, kv_width});
+  c.add("rope_q", engine::RopeOp{q, pos, n, heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, engine::kNoWeight});
+  c.add("rope_k", engine::RopeOp{k, pos, n, kv_heads, head_dim, rope_dims, pairing, 500000.f, 0.5f, engine::kNoWeight});
+  c.add("k_cache", engine::KvWriteOp{k, k_cache, c.kv_rows, n, kv_width, rows});
+  c.add("v_cache", engine::KvWriteOp{v, v_cache, c.kv_rows, n, kv_width, rows});
+  return {std::move(c), q, k_cache, v_cache};
+}
+
 struct RopeKvCase {
   engine::OpCase c;
   engine::BufferId q, k, k_cache, v_cache;

@@ -181,6 +181,44 @@ TEST_CASE("vk decode fusion: a residual-adding matvec making the next rmsnorm's 
       }
 }
 
+TEST_CASE("vk decode fusion: the Q, K and V matvecs doing rope_kv's rotation and cache writes (ROPE_OUT)") {
+  uint32_t seed = 1180;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q4_0, GgmlType::Q8_0})
+    for (auto pairing : {model::RopePairing::Adjacent, model::RopePairing::NeoxHalves})
+      for (bool partial : {false, true})
+        for (engine::ElemType kv : {engine::ElemType::F16, engine::ElemType::F32})
+          for (const char* shape : {(const char*)nullptr, "64x4", "32x1"})  // 2, 4 and 1 rows per workgroup
+            for (int64_t n : {int64_t(1), int64_t(2), int64_t(3)}) {
+              const bool adjacent = pairing == model::RopePairing::Adjacent;
+              if ((shape || !adjacent || partial) && (n == 3 || kv == engine::ElemType::F32)) continue;
+              const std::string type_name = model::type_name(type), shape_name = shape ? shape : "auto";
+              CAPTURE(type_name);
+              CAPTURE(adjacent);
+              CAPTURE(partial);
+              CAPTURE(int(kv));
+              CAPTURE(shape_name);
+              CAPTURE(n);
+              const vk::test::ScopedEnv matvec_env("GRETA_VK_MATVEC", shape);
+              auto qc = test::qkv_rope_case(type, pairing, n, 256, 64, partial, kv, seed);
+              std::string kernels, apart;
+              const double e = compare(qc.c, qc.q, k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+              // Steps of 1-2 tokens (rope_out_usable), whole pairs per row group, adjacent pairs.
+              const bool fused = adjacent && n <= 2 && !(shape && std::string_view(shape) == "32x1");
+              CHECK_MESSAGE(has(kernels, "rotates q (rope_kv's part)") == fused, kernels);
+              CHECK_MESSAGE(has(kernels, "rotates k and appends it to the cache") == fused, kernels);
+              CHECK_MESSAGE(has(kernels, "appends v to the cache") == fused, kernels);
+              CHECK_MESSAGE(has(kernels, "(done by the Q, K and V projections)") == fused, kernels);
+              CHECK_MESSAGE(has(kernels, "rope_kv_f32") == !fused, kernels);
+              compare(qc.c, qc.k_cache, k_q8_limit);
+              compare(qc.c, qc.v_cache, k_q8_limit);
+              // Turned off, rope_kv rotates the same int8 products: the same error up to rounding.
+              greta::vk::test::ScopedEnv off("GRETA_VK_FUSE", "residual,norm,rope_kv,swiglu,bias,route,glu_out,norm_out");
+              const double e_apart = compare(qc.c, qc.q, k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &apart);
+              CHECK_MESSAGE(!has(apart, "rope_kv's part"), apart);
+              CHECK(e == doctest::Approx(e_apart).epsilon(1e-3).scale(0));
+            }
+}
+
 TEST_CASE("vk decode fusion: the bias add inside the matvec, the MoE combine adding into the residual stream") {
   greta::vk::test::ScopedEnv fuse_all("GRETA_VK_FUSE", "all");
   uint32_t seed = 1200;

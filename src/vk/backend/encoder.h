@@ -311,6 +311,23 @@ struct GluPair {
   bool is_up = false;
 };
 
+// RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
+// per-head norms of q and k before the rotation folded in too, of qk_norm_rope_kv.comp.
+struct RopeKvArgs {
+  engine::RopeOp q, k;                       // same positions, tokens, head size, rotary dims and frequencies
+  engine::KvWriteOp k_write;                 // k_write.src == k.x
+  std::optional<engine::KvWriteOp> v_write;  // the V append of the same step, when fused too
+  std::optional<engine::RmsNormOp> q_norm, k_norm;  // in place over q.x / k.x, one row per head (both or neither)
+};
+
+// A decode step's Q, K or V projection that also does its part of the rope_kv record after it (matvec_block.comp's
+// ROPE_OUT): `part` 1 rotates Q, 2 rotates K and appends it to the cache, 3 appends V; the backend fuses all three or
+// none (rope_kv_parts), and the rope_kv dispatch goes.
+struct RopeOut {
+  RopeKvArgs rope_kv;
+  uint32_t part = 0;
+};
+
 // A matmul with what the backend's fusions (fusion.h) folded into it. With `norm` or `swiglu` the decode matvec makes
 // its input itself and op.in is not read.
 struct MatmulArgs {
@@ -322,6 +339,7 @@ struct MatmulArgs {
   std::optional<engine::MoeRouteOp> route;  // a MoE router's matvec: the route over its product (route.logits == out)
   std::optional<GluPair> glu_pair;          // the gate or up projection of a pair making the down projection's input
   std::optional<Q8Source> norm_out;  // with accumulate: also makes the next rmsnorm's int8 rows (norm_out_usable)
+  std::optional<RopeOut> rope_out;   // Q, K or V: also does its part of the rope_kv after it (rope_out_usable)
 };
 
 // matvec_block.comp's NORM_OUT words (counters, then partial sums) for `rows` token rows of `cols` values: per
@@ -330,15 +348,6 @@ inline uint64_t norm_out_words(int64_t rows, int64_t cols) {
   const uint64_t r = uint64_t(rows), blocks = uint64_t(cols) / 32;
   return r * blocks + r + 2 * r * blocks;
 }
-
-// RoPE of Q and K with the KV-cache append of the rotated K (and of V): one dispatch of rope_kv.comp, or, with the
-// per-head norms of q and k before the rotation folded in too, of qk_norm_rope_kv.comp.
-struct RopeKvArgs {
-  engine::RopeOp q, k;                       // same positions, tokens, head size, rotary dims and frequencies
-  engine::KvWriteOp k_write;                 // k_write.src == k.x
-  std::optional<engine::KvWriteOp> v_write;  // the V append of the same step, when fused too
-  std::optional<engine::RmsNormOp> q_norm, k_norm;  // in place over q.x / k.x, one row per head (both or neither)
-};
 
 void encode_embed(OpEncoder& e, const engine::EmbedOp& op);
 // With f16_out the norm also writes its output's f16 copy for the GEMMs that read it (OpEncoder::f16_target), with
@@ -374,6 +383,10 @@ bool glu_pair_usable(OpEncoder& e, const GluPair& pair);
 // it adds into (matvec_block.comp's NORM_OUT): a one-token step, an int8 block-wise matvec over whole 32-row blocks in
 // one buffer, adding into rows 0.. of the norm's own input, a row group's rows within one block of 32.
 bool norm_out_usable(OpEncoder& e, const MatmulArgs& args);
+// Whether the matvec of `args` can do args.rope_out's part: a step of 1-2 tokens, an int8 block-wise matvec with its
+// norm fused (a layer's Q, K, V), in one buffer, row groups of whole pairs, adjacent pairs (llama's rotation), an f32
+// or f16 cache, no per-head norms.
+bool rope_out_usable(OpEncoder& e, const MatmulArgs& args);
 // A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
 // matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
 std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);

@@ -446,9 +446,10 @@ unsigned fusions_from_env(unsigned chosen) {
     else if (name == "route") bits |= kFuseRoute;
     else if (name == "glu_out") bits |= kFuseGluOut;
     else if (name == "norm_out") bits |= kFuseNormOut;
+    else if (name == "rope_out") bits |= kFuseRopeOut;
     else
       fail("GRETA_VK_FUSE=", s, ": expected all, none or a comma-separated list of residual, norm, rope_kv, swiglu, bias, ",
-           "route, glu_out, norm_out");
+           "route, glu_out, norm_out, rope_out");
     at = comma + 1;
   }
   return bits;

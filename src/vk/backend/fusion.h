@@ -53,11 +53,12 @@ enum FusionBits : unsigned {
   kFuseRoute = 32u,
   kFuseGluOut = 64u,
   kFuseNormOut = 128u,  // encode time (vk_backend.cpp): a residual-adding matvec makes the next rmsnorm's int8 rows
-  kFuseAll = 255u,
+  kFuseRopeOut = 256u,  // encode time: with rope_kv, the Q, K and V matvecs do the rope_kv record's work
+  kFuseAll = 511u,
 };
 
 // GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out,
-// norm_out) overrides
+// norm_out,rope_out) overrides
 // `chosen` when set.
 unsigned fusions_from_env(unsigned chosen);
 

@@ -16,6 +16,7 @@
 // sum_blocks (max|a| / 254) * sum |w| of the exact product (what tests/vk/vk_ops_test.cpp checks), the way
 // llama.cpp's own quantized dot products quantize activations to 8 bits.
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -181,6 +182,31 @@ bool norm_out_usable(OpEncoder& e, const MatmulArgs& args) {
          op.n_tokens % l->tokens == 0 && e.weight(next.norm).cols == op.out_features;
 }
 
+bool rope_out_usable(OpEncoder& e, const MatmulArgs& args) {
+  const engine::MatMulOp& op = args.op;
+  // Steps of 1-2 tokens: at 4 the step lost 7 % with it on the H200 (docs/benchmarks.md).
+  if (!args.rope_out || !args.norm || args.accumulate || args.bias || args.route || args.glu_pair || args.norm_out ||
+      op.n_tokens > 2)
+    return false;
+  const RopeKvArgs& a = args.rope_out->rope_kv;
+  const uint32_t part = args.rope_out->part;
+  const engine::RopeOp& rope = part == 1 ? a.q : a.k;
+  if (a.q_norm || !a.v_write || rope.pairing != model::RopePairing::Adjacent || rope.head_dim % 2 != 0 ||
+      rope.rope_dims % 2 != 0 || rope.n_tokens != op.n_tokens)
+    return false;
+  const bool fits = part == 1   ? op.out == a.q.x && op.out_features == a.q.n_heads * a.q.head_dim
+                    : part == 2 ? op.out == a.k.x && op.out_features == a.k_write.width
+                    : part == 3 ? op.out == a.v_write->src && op.out_features == a.v_write->width
+                                : false;
+  const engine::BufferId cache = part == 3 ? a.v_write->cache : a.k_write.cache;
+  const engine::ElemType type = e.cache_type(cache);
+  if (!fits || (type != engine::ElemType::F32 && type != engine::ElemType::F16) || !matvec_q8_input(e, args) ||
+      !has_weight_shader(WeightKernel::matvec_block, e.weight(op.weight).type))
+    return false;
+  const std::optional<MatvecLaunch> l = q8_plain_launch(e, op);
+  return l && l->rows % 2 == 0 && e.weight(op.weight).matrix.chunk_count() == 1;
+}
+
 void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   const engine::MatMulOp& op = args.op;
   const DeviceWeight& w = e.weight(op.weight);
@@ -276,13 +302,29 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     spec.push_back({11, 1u});
     e.note_variant("makes the next rmsnorm's int8 input (its last workgroup)");
   }
+  // Q, K or V doing its part of the rope_kv after it (ROPE_OUT): positions, frequencies, cache rows and the cache
+  // bound at 8..11 (stand-ins otherwise).
+  std::array<BufferSpan, 4> rope_spans{out, out, out, out};
+  uint32_t head_dim = 0, rope_dims = 0;
+  if (q8 && rope_out_usable(e, args)) {
+    const RopeKvArgs& a = args.rope_out->rope_kv;
+    const uint32_t part = args.rope_out->part;
+    const engine::RopeOp& rope = part == 1 ? a.q : a.k;
+    const engine::KvWriteOp& write = part == 3 ? *a.v_write : a.k_write;
+    rope_spans = {e.buffer(rope.positions), rope_inv_freq(e, rope), e.buffer(write.rows), e.buffer(write.cache)};
+    head_dim = to_u32(rope.head_dim, "head dim"), rope_dims = to_u32(rope.rope_dims, "rope dims");
+    spec.insert(spec.end(), {{12, part}, {13, e.cache_type(write.cache) == engine::ElemType::F16 ? 1u : 0u}});
+    e.note_variant(part == 1   ? "rotates q (rope_kv's part)"
+                   : part == 2 ? "rotates k and appends it to the cache (rope_kv's part)"
+                               : "appends v to the cache (rope_kv's part)");
+  }
   if (route_inside) spec.push_back({8, route->gating == engine::MoeGating::SoftmaxTopK ? 0u : 1u});
   const auto& p = e.pipeline(id, spec);
   for (size_t c = 0; c < w.matrix.chunk_count(); ++c) {
     const struct {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
-      uint32_t route_k, route_normalize;  // ROUTE only (the other variants' push block ends before them)
+      uint32_t tail0, tail1;  // ROUTE: k, normalize; the int8 kernel: head_dim, rope_dims (ROPE_OUT); else none
     } push{to_u32(int64_t(w.row_bytes), "row bytes"),
            to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"),
@@ -290,8 +332,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            to_u32(op.out_features, "out features"),
            x_row0,
            eps,
-           route ? to_u32(route->k, "k") : 0u,
-           route && route->normalize ? 1u : 0u};
+           route ? to_u32(route->k, "k") : head_dim,
+           route ? (route->normalize ? 1u : 0u) : rope_dims};
     const auto bytes = as_push(push);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]),
@@ -301,8 +343,9 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
                      e.zeroed_buffer(4, "route counter")},
                  bytes, groups);
     else if (q8)
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8},
-                 bytes.first(bytes.size() - 8), groups);
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8, rope_spans[0],
+                     rope_spans[1], rope_spans[2], rope_spans[3]},
+                 bytes, groups);
     else
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 8), groups);
   }

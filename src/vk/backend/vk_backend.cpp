@@ -260,6 +260,48 @@ public:
     return std::nullopt;
   }
 
+  // The records of a decode step's Q, K and V projections (from record i, the first) and of the rope_kv after them,
+  // where all three can do its work (rope_out_usable; matvec_block.comp's ROPE_OUT), so that its dispatch goes.
+  struct RopeParts {
+    size_t q = 0, k = 0, v = 0, rope_kv = 0;
+    uint32_t part(size_t i) const { return i == q ? 1 : i == k ? 2 : i == v ? 3 : 0; }
+  };
+  static std::optional<RopeParts> rope_kv_parts(const std::vector<OpRecord>& records, engine::OpRange range, size_t i,
+                                                OpEncoder& e) {
+    for (size_t j = i + 1; j < std::min(range.end, i + 8); ++j) {
+      const OpRecord& r = records[j - range.begin];
+      if (r.kind != OpRecord::Kind::rope_kv) continue;
+      const RopeKvArgs& a = *r.rope_kv;
+      if (!a.v_write) return std::nullopt;
+      const engine::BufferId outs[] = {a.q.x, a.k.x, a.v_write->src};
+      RopeParts parts{.rope_kv = j};
+      unsigned found = 0;
+      for (size_t m = i; m < j; ++m) {
+        const OpRecord& rm = records[m - range.begin];
+        if (rm.kind == OpRecord::Kind::absorbed) continue;
+        uint32_t part = 0;
+        if (rm.kind == OpRecord::Kind::matmul)
+          for (uint32_t p = 0; p < 3; ++p)
+            if (rm.matmul.op.out == outs[p]) part = p + 1;
+        if (part == 0) {  // anything else touching q, k or v in between keeps the rope_kv dispatch
+          for (engine::BufferId b : outs)
+            if (std::find(rm.reads.begin(), rm.reads.end(), b) != rm.reads.end() ||
+                std::find(rm.writes.begin(), rm.writes.end(), b) != rm.writes.end())
+              return std::nullopt;
+          continue;
+        }
+        MatmulArgs args = rm.matmul;
+        args.rope_out = RopeOut{a, part};
+        if ((found & (1u << part)) || !rope_out_usable(e, args)) return std::nullopt;
+        (part == 1 ? parts.q : part == 2 ? parts.k : parts.v) = m;
+        found |= 1u << part;
+      }
+      if (found != 14u) return std::nullopt;
+      return parts;
+    }
+    return std::nullopt;
+  }
+
   // The copies of `product` (op i's output, `elems` values) that the GEMMs right after op i read whole, as tokens x
   // in_features: f16 for the cooperative-matrix GEMM, int8 for the int8 one. Then op i (an rmsnorm: Q, K and V after
   // attn_norm, gate and up after ffn_norm; a GLU: the down projection; batched decode attention: the output
@@ -527,12 +569,22 @@ private:
       // write-after-write on a plan buffer): independent ops (Q, K and V projections, gate and up, the K and V
       // cache writes) run concurrently. Weights are never written, so only plan buffers are tracked.
       std::set<engine::BufferId> written, read;
+      std::optional<RopeParts> rope_parts;  // Q, K and V doing the rope_kv record's work (rope_kv_parts)
       for (size_t i = range.begin; i < range.end; ++i) {
         const OpRecord& rec = records[i - range.begin];
         if (rec.kind == OpRecord::Kind::absorbed) {
           p.variants[i] = cat("(fused into ", ops[rec.into].label, ")");
           continue;
         }
+        if (rope_parts && i == rope_parts->rope_kv) {  // done: the caches now hold the step's K and V rows
+          p.variants[i] = "(done by the Q, K and V projections)";
+          written.insert(rec.writes.begin(), rec.writes.end());
+          rope_parts.reset();
+          continue;
+        }
+        if (!rope_parts && rec.kind == OpRecord::Kind::matmul && rec.matmul.norm &&
+            (*options_.fusions & kFuseRopeOut) && (*options_.fusions & kFuseRopeKv))
+          rope_parts = rope_kv_parts(records, range, i, e);
         bool hazard = false;
         for (engine::BufferId b : rec.writes) hazard = hazard || written.count(b) || read.count(b);
         for (engine::BufferId b : rec.reads) hazard = hazard || written.count(b);
@@ -567,6 +619,8 @@ private:
           MatmulArgs args = rec.matmul;
           if (args.accumulate && (*options_.fusions & kFuseNormOut))  // the next layer's norm, as int8
             args.norm_out = norm_q8_input_after(records, range, i, args.op.out, e);
+          if (rope_parts && rope_parts->part(i))
+            args.rope_out = RopeOut{*records[rope_parts->rope_kv - range.begin].rope_kv, rope_parts->part(i)};
           if (args.norm || args.swiglu || args.bias || args.route || args.glu_pair) encode_matvec(e, args);
           else encode_matmul(e, args.op, args.accumulate, args.norm_out);
         } else {
