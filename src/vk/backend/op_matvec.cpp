@@ -303,10 +303,12 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     e.note_variant("makes the next rmsnorm's int8 input (its last workgroup)");
   }
   // Q, K or V doing its part of the rope_kv after it (ROPE_OUT): positions, frequencies, cache rows and the cache
-  // bound at 8..11 (stand-ins otherwise).
+  // bound at 8..11 (stand-ins otherwise). The backend drops the rope_kv dispatch once it has set rope_out on all
+  // three (rope_kv_parts asked rope_out_usable), so a part not done here would be lost: no silent fallback.
   std::array<BufferSpan, 4> rope_spans{out, out, out, out};
   uint32_t head_dim = 0, rope_dims = 0;
-  if (q8 && rope_out_usable(e, args)) {
+  if (args.rope_out) {
+    GRETA_CHECK(q8 && rope_out_usable(e, args), w.name, ": rope_kv's part set on a matvec that cannot do it");
     const RopeKvArgs& a = args.rope_out->rope_kv;
     const uint32_t part = args.rope_out->part;
     const engine::RopeOp& rope = part == 1 ? a.q : a.k;
