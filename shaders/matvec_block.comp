@@ -60,11 +60,14 @@
 // per group, then per (token, block) the sum of squares and the maximum as float bits (norm_out_words on the host).
 // The host uses it at one token (norm_out_usable: at 4 the chain of fences and round trips cost more than the stage).
 //
-// ROPE_OUT (spec constant 12, X_Q8 without MOE; ROWS even): a decode step's Q, K and V projections also do what
-// rope_kv.comp would do after them (so its stage goes): Q's and K's rows rotated in adjacent pairs (2i, 2i + 1) of
-// each head's first rope_dims dims (rope.glsl's rotation, the same bits), K's rotated rows and V's rows appended to
-// the KV cache at the token's cache row (f16 pairs packed in one word, or f32). A pair's two rows are in one row
-// group: each invocation that writes a row reads its partner's sum from shared memory.
+// ROPE_OUT (push constant rope_part, X_Q8 without MOE; ROWS even): a decode step's Q, K and V projections also do
+// what rope_kv.comp would do after them (so its stage goes): Q's and K's rows rotated in adjacent pairs (2i, 2i + 1)
+// of each head's first rope_dims dims (rope.glsl's rotation, the same bits), K's rotated rows and V's rows appended
+// to the KV cache at the token's cache row (f16 pairs packed in one word, or f32). A pair's two rows are in one row
+// group: each invocation that writes a row also adds up its partner's partial sums (no extra barrier). A push
+// constant, not a spec constant, so that Q, K and V run the very binary that gate and up (and, at other shapes, the
+// others) run: at 4 tokens these binaries are about 28 KiB, and the first dispatch of one not run since the layer
+// before paid about 5 us on the H200 (a cold instruction cache; docs/benchmarks.md).
 //
 // Fused input (spec constant 3, INPUT), as in matvec.comp (f32 form only: X_Q8's quantizer applies it): IN_RMSNORM reads the un-normalized row x_row0 + t and the
 // norm weight (aux4), takes dot(w, x * weight) and the row's sum of squares in one pass and scales the reduced dot
@@ -116,10 +119,8 @@ layout(constant_id = 9) const bool GLU_IS_UP = false;
 layout(constant_id = 10) const uint GLU_COUNT = 2;
 layout(constant_id = 11) const bool NORM_OUT = false;
 #if !defined(MOE)
-// ROPE_OUT (see the top): 1 rotate (Q), 2 rotate and append to the cache (K), 3 append (V); CACHE_F16 the cache's type.
+// ROPE_OUT (see the top), pc.rope_part: 1 rotate (Q), 2 rotate and append to the cache (K), 3 append (V); 0 none.
 const uint ROPE_Q = 1, ROPE_K = 2, ROPE_V = 3;
-layout(constant_id = 12) const uint ROPE_OUT = 0;
-layout(constant_id = 13) const bool CACHE_F16 = true;
 layout(binding = 8) readonly buffer Positions { int positions[]; };  // per token
 layout(binding = 9) readonly buffer InvFreq { float inv_freq[]; };   // per pair, then the magnitude scale (rope.glsl)
 layout(binding = 10) readonly buffer CacheRows { int cache_rows[]; };  // per token: its row of the KV cache
@@ -138,7 +139,7 @@ layout(push_constant) uniform Push {
 #if defined(MOE)
   uint k; uint per_slot; uint has_bias;
 #elif defined(X_Q8)
-  uint head_dim; uint rope_dims;  // ROPE_OUT
+  uint head_dim; uint rope_dims; uint rope_part; uint cache_f16;  // ROPE_OUT
 #endif
 } pc;
 #include "dequant.glsl"
@@ -451,29 +452,25 @@ void glu_out_block(uint row0) {
 #if !defined(MOE)
 #include "rope.glsl"
 
-shared float rope_sums[MAX_PAIRS];
-
-// ROPE_OUT: every invocation of the row group calls it after the reduction; invocation tid < ROWS * TOKENS (`live`
-// where its row exists) has row row0 + tid / TOKENS of token t0 + tid % TOKENS and its sum v, and writes them.
-void rope_out(uint row0, uint t0, float v, bool live) {
-  const uint tid = gl_LocalInvocationID.x, r = tid / TOKENS, u = tid % TOKENS;
-  if (tid < ROWS * TOKENS) rope_sums[tid] = v;
-  barrier();
-  if (live) {
-    const uint row = row0 + r, t = t0 + u, d = row % pc.head_dim, half_dims = pc.rope_dims >> 1;
-    const float partner = rope_sums[(r ^ 1u) * TOKENS + u];
-    vec2 pair = (d & 1u) == 0u ? vec2(v, partner) : vec2(partner, v);  // rows 2i, 2i + 1 of the head
-    if (ROPE_OUT != ROPE_V && d < pc.rope_dims)
-      pair = rope_rotate(pair.x, pair.y, positions[t], inv_freq[d >> 1], inv_freq[half_dims]);
-    const float out_v = (d & 1u) == 0u ? pair.x : pair.y;
-    y[t * pc.out_stride + pc.out_row0 + row] = out_v;
-    if (ROPE_OUT != ROPE_Q) {
-      const uint at = uint(cache_rows[t]) * pc.rows + row;
-      if (!CACHE_F16) cache_words[at] = floatBitsToUint(out_v);
-      else if ((d & 1u) == 0u) cache_words[at >> 1] = packHalf2x16(pair);
-    }
+// ROPE_OUT, after the reduction: invocation tid < ROWS * TOKENS, whose row exists, has the sum v of row row0 + r
+// (r = tid / TOKENS) for token t0 + u (u = tid % TOKENS); its pair's other row r ^ 1 is in the same row group, so
+// it adds that row's partial sums itself (the same order, so the same bits as the invocation that owns it) rather
+// than waiting at a barrier for them.
+void rope_out(uint row0, uint t0, float v) {
+  const uint tid = gl_LocalInvocationID.x, r = tid / TOKENS, u = tid % TOKENS, t = t0 + u;
+  const uint row = row0 + r, d = row % pc.head_dim, part = pc.rope_part;
+  float partner = 0.0;
+  for (uint i = 0; i < gl_NumSubgroups; ++i) partner += partial[((r ^ 1u) * TOKENS + u) * MAX_SUBGROUPS + i];
+  vec2 pair = (d & 1u) == 0u ? vec2(v, partner) : vec2(partner, v);  // rows 2i, 2i + 1 of the head
+  if (part != ROPE_V && d < pc.rope_dims)
+    pair = rope_rotate(pair.x, pair.y, positions[t], inv_freq[d >> 1], inv_freq[pc.rope_dims >> 1]);
+  const float out_v = (d & 1u) == 0u ? pair.x : pair.y;
+  y[t * pc.out_stride + pc.out_row0 + row] = out_v;
+  if (part != ROPE_Q) {
+    const uint at = uint(cache_rows[t]) * pc.rows + row;
+    if (pc.cache_f16 == 0u) cache_words[at] = floatBitsToUint(out_v);
+    else if ((d & 1u) == 0u) cache_words[at >> 1] = packHalf2x16(pair);
   }
-  barrier();  // rope_sums is reused by the next row group
 }
 
 shared bool norm_is_last;
@@ -602,14 +599,13 @@ void main() {
       if (BIAS) v += bias[pc.out_row0 + row0 + r];
       const uint at = (t0 + u) * pc.out_stride + pc.out_row0 + row0 + r;
 #if defined(X_Q8)
-      if (ROPE_OUT == 0)
+      if (pc.rope_part != 0u)
+        rope_out(row0, t0, v);
+      else
 #endif
         y[at] = ACCUMULATE ? y[at] + v : v;
 #endif
     }
-#if defined(X_Q8) && !defined(MOE)
-    if (ROPE_OUT != 0) rope_out(row0, t0, v, tid < ROWS * TOKENS && row0 + r < pc.rows);
-#endif
 #if defined(X_Q8)
     if (GLU_OUT != 0) glu_out_block(row0);
 #if !defined(MOE)

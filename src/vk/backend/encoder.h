@@ -383,7 +383,7 @@ bool glu_pair_usable(OpEncoder& e, const GluPair& pair);
 // it adds into (matvec_block.comp's NORM_OUT): a one-token step, an int8 block-wise matvec over whole 32-row blocks in
 // one buffer, adding into rows 0.. of the norm's own input, a row group's rows within one block of 32.
 bool norm_out_usable(OpEncoder& e, const MatmulArgs& args);
-// Whether the matvec of `args` can do args.rope_out's part: a step of 1-2 tokens, an int8 block-wise matvec with its
+// Whether the matvec of `args` can do args.rope_out's part: a step of 1-4 tokens, an int8 block-wise matvec with its
 // norm fused (a layer's Q, K, V), in one buffer, row groups of whole pairs, adjacent pairs (llama's rotation), an f32
 // or f16 cache, no per-head norms.
 bool rope_out_usable(OpEncoder& e, const MatmulArgs& args);

@@ -184,9 +184,9 @@ bool norm_out_usable(OpEncoder& e, const MatmulArgs& args) {
 
 bool rope_out_usable(OpEncoder& e, const MatmulArgs& args) {
   const engine::MatMulOp& op = args.op;
-  // Steps of 1-2 tokens: at 4 the step lost 7 % with it on the H200 (docs/benchmarks.md).
+  // Steps of 1-4 tokens (docs/benchmarks.md).
   if (!args.rope_out || !args.norm || args.accumulate || args.bias || args.route || args.glu_pair || args.norm_out ||
-      op.n_tokens > 2)
+      op.n_tokens > 4)
     return false;
   const RopeKvArgs& a = args.rope_out->rope_kv;
   const uint32_t part = args.rope_out->part;
@@ -306,7 +306,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   // bound at 8..11 (stand-ins otherwise). The backend drops the rope_kv dispatch once it has set rope_out on all
   // three (rope_kv_parts asked rope_out_usable), so a part not done here would be lost: no silent fallback.
   std::array<BufferSpan, 4> rope_spans{out, out, out, out};
-  uint32_t head_dim = 0, rope_dims = 0;
+  uint32_t head_dim = 0, rope_dims = 0, rope_part = 0, cache_f16 = 0;
   if (args.rope_out) {
     GRETA_CHECK(q8 && rope_out_usable(e, args), w.name, ": rope_kv's part set on a matvec that cannot do it");
     const RopeKvArgs& a = args.rope_out->rope_kv;
@@ -315,7 +315,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     const engine::KvWriteOp& write = part == 3 ? *a.v_write : a.k_write;
     rope_spans = {e.buffer(rope.positions), rope_inv_freq(e, rope), e.buffer(write.rows), e.buffer(write.cache)};
     head_dim = to_u32(rope.head_dim, "head dim"), rope_dims = to_u32(rope.rope_dims, "rope dims");
-    spec.insert(spec.end(), {{12, part}, {13, e.cache_type(write.cache) == engine::ElemType::F16 ? 1u : 0u}});
+    rope_part = part, cache_f16 = e.cache_type(write.cache) == engine::ElemType::F16 ? 1u : 0u;
     e.note_variant(part == 1   ? "rotates q (rope_kv's part)"
                    : part == 2 ? "rotates k and appends it to the cache (rope_kv's part)"
                                : "appends v to the cache (rope_kv's part)");
@@ -327,6 +327,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
       uint32_t tail0, tail1;  // ROUTE: k, normalize; the int8 kernel: head_dim, rope_dims (ROPE_OUT); else none
+      uint32_t rope_part, cache_f16;  // the int8 kernel only (ROPE_OUT)
     } push{to_u32(int64_t(w.row_bytes), "row bytes"),
            to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"),
@@ -335,7 +336,9 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            x_row0,
            eps,
            route ? to_u32(route->k, "k") : head_dim,
-           route ? (route->normalize ? 1u : 0u) : rope_dims};
+           route ? (route->normalize ? 1u : 0u) : rope_dims,
+           rope_part,
+           cache_f16};
     const auto bytes = as_push(push);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]),
@@ -343,13 +346,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     if (route_inside)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, e.buffer(route->experts), e.buffer(route->weights),
                      e.zeroed_buffer(4, "route counter")},
-                 bytes, groups);
+                 bytes.first(bytes.size() - 8), groups);
     else if (q8)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8, rope_spans[0],
                      rope_spans[1], rope_spans[2], rope_spans[3]},
                  bytes, groups);
     else
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 8), groups);
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 16), groups);
   }
   if (route_inside) e.note_variant(cat("fused route (", moe_route_note(*route), ")"));
   if (route && !route_inside) {
