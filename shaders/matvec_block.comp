@@ -140,8 +140,17 @@ layout(push_constant) uniform Push {
   uint k; uint per_slot; uint has_bias;
 #elif defined(X_Q8)
   uint head_dim; uint rope_dims; uint rope_part; uint cache_f16;  // ROPE_OUT
+  uint accumulate;  // ACCUMULATE's role (the spec constant stays false): y += W x
 #endif
 } pc;
+// With int8 activations the residual add is a push constant, so that a layer's projections that add into the stream
+// (attention output, down) run the same binary as those that do not: at 4 tokens a binary is about 28 KiB, and one
+// not run since the layer before starts with a cold instruction cache (about 5 us a dispatch on the H200).
+#if defined(X_Q8) && !defined(MOE)
+#define MV_ACCUMULATE (pc.accumulate != 0u)
+#else
+#define MV_ACCUMULATE false
+#endif
 #include "dequant.glsl"
 #include "glu.glsl"
 #if defined(X_Q8)
@@ -603,7 +612,7 @@ void main() {
         rope_out(row0, t0, v);
       else
 #endif
-        y[at] = ACCUMULATE ? y[at] + v : v;
+        y[at] = ACCUMULATE || MV_ACCUMULATE ? y[at] + v : v;
 #endif
     }
 #if defined(X_Q8)

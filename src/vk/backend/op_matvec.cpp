@@ -271,7 +271,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     GRETA_CHECK(b.rows == 1 && b.cols == op.out_features, b.name, ": bias of ", b.cols, " for ", op.out_features, " rows");
     bias = b.vector.span();
   }
-  std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, args.accumulate}, {3, input},
+  // The int8 kernel takes the residual add as a push constant (matvec_block.comp's MV_ACCUMULATE).
+  std::vector<SpecConstant> spec = {{0, local}, {1, rows_per_group}, {2, args.accumulate && !q8}, {3, input},
                                     {5, args.bias.has_value()}};
   if (q8 || block) spec.push_back({4, tokens_per_group});
   if (input == kInSwigluOai) append_glu_constants(spec, *args.swiglu);
@@ -327,7 +328,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
       uint32_t tail0, tail1;  // ROUTE: k, normalize; the int8 kernel: head_dim, rope_dims (ROPE_OUT); else none
-      uint32_t rope_part, cache_f16;  // the int8 kernel only (ROPE_OUT)
+      uint32_t rope_part, cache_f16, accumulate;  // the int8 kernel only (ROPE_OUT, the residual add)
     } push{to_u32(int64_t(w.row_bytes), "row bytes"),
            to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"),
@@ -338,7 +339,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            route ? to_u32(route->k, "k") : head_dim,
            route ? (route->normalize ? 1u : 0u) : rope_dims,
            rope_part,
-           cache_f16};
+           cache_f16,
+           q8 && args.accumulate ? 1u : 0u};
     const auto bytes = as_push(push);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]),
@@ -346,13 +348,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     if (route_inside)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, e.buffer(route->experts), e.buffer(route->weights),
                      e.zeroed_buffer(4, "route counter")},
-                 bytes.first(bytes.size() - 8), groups);
+                 bytes.first(bytes.size() - 12), groups);
     else if (q8)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8, rope_spans[0],
                      rope_spans[1], rope_spans[2], rope_spans[3]},
                  bytes, groups);
     else
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 16), groups);
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 20), groups);
   }
   if (route_inside) e.note_variant(cat("fused route (", moe_route_note(*route), ")"));
   if (route && !route_inside) {
