@@ -49,7 +49,7 @@
 // (coherent), applies the GLU and writes the block's codes and scale, then returns the counter to 0 for the next step.
 // A stage between two barriers costs a few microseconds of a decode layer whatever its work (docs/benchmarks.md).
 //
-// NORM_OUT (spec constant 11, X_Q8 without MOE, with ACCUMULATE, rows from 0, ROWS dividing 32): a decode step's
+// NORM_OUT (spec constant 11, X_Q8 without MOE, with the residual add, rows from 0, ROWS dividing 32): a decode step's
 // projection that adds into the residual stream (attention output, down projection) also makes the next rmsnorm's
 // int8 rows (quantize_q8.comp's IN_RMSNORM output; the norm weight at Aux, eps in pc.eps) in the GLU_OUT bindings,
 // so no quantizer stage sits before the next layer's (or the output's) first matvecs. Int8 codes of a block do not
@@ -82,7 +82,8 @@
 #endif
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint ROWS = 2;
-layout(constant_id = 2) const bool ACCUMULATE = false;  // y += W x (a fused residual add) instead of y = W x
+// y += W x (a fused residual add) instead of y = W x; the int8 form takes it as a push constant (MV_ACCUMULATE).
+layout(constant_id = 2) const bool ACCUMULATE = false;
 const uint IN_PLAIN = 0, IN_RMSNORM = 1, IN_SWIGLU = 2, IN_SWIGLU_OAI = 3;
 layout(constant_id = 3) const uint INPUT = IN_PLAIN;
 layout(constant_id = 6) const float GLU_ALPHA = 1.702;  // IN_SWIGLU_OAI
@@ -140,7 +141,7 @@ layout(push_constant) uniform Push {
   uint k; uint per_slot; uint has_bias;
 #elif defined(X_Q8)
   uint head_dim; uint rope_dims; uint rope_part; uint cache_f16;  // ROPE_OUT
-  uint accumulate;  // ACCUMULATE's role (the spec constant stays false): y += W x
+  uint accumulate;  // y += W x (MV_ACCUMULATE below; the spec constant ACCUMULATE stays false)
 #endif
 } pc;
 // With int8 activations the residual add is a push constant, so that a layer's projections that add into the stream
