@@ -15,77 +15,35 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-OUT=${OUT:-$ROOT/out}
-mkdir -p "$OUT"
-C=$ROOT/.carry
-G=$C/greta-vk
-M8=/tmp/l8-q4_k_m.gguf
-PEER=/tmp/peer
+# shellcheck source=lent_gpu.sh
+. "$ROOT/tools/bench/lent_gpu.sh"
+M8=/tmp/l8.gguf
 export GRETA_HIP_PLUGIN=$C/libgreta_hip_cuda.so
-export LD_LIBRARY_PATH=$C${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-say() { printf '\n## %s\n' "$*"; }
-# run LOG CMD...: the command's output to the terminal and to $OUT/LOG
-run() { local log=$1; shift; echo "+ $*" | tee -a "$OUT/$log"; "$@" 2>&1 | tee -a "$OUT/$log"; }
 
 pack() {
-  local b=$ROOT/build shared
-  shared=$(sed -n 's/^GRETA_SHARED_DIR:[A-Z]*=//p' "$b/CMakeCache.txt")
-  rm -rf "$C"; mkdir -p "$C/shared" "$C/bin"
-  cp "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" "$b/tests/hip/greta_hip_backend_tests" \
-    "$b/libgreta_hip_cuda.so" "$C/bin/" || return 1
-  strip "$C"/bin/*
-  # The build machine's shared libraries that the GPU machine's image lacks (cpp-httplib, libedit and theirs).
-  local lib
-  for lib in libcpp-httplib libedit libbsd libmd libbrotlidec libbrotlienc libbrotlicommon; do
-    cp -L "$(ldd "$b/greta-vk" | awk -v l="$lib.so" 'index($1, l) == 1 {print $3}')" "$C/bin/" || return 1
-  done
-  tar -C "$C/bin" -cf - . | xz -T2 -6 > "$C/bin.tar.xz"  # the embedded SPIR-V compresses 4-5x
-  rm -rf "$C/bin"
-  mkdir -p "$C/shared/next" "$C/shared/vocab"
-  cp -r "$shared/device" "$shared/models" "$shared/golden" "$C/shared/"
-  cp -r "$shared/next/models" "$shared/next/golden" "$C/shared/next/"
-  cp "$shared/vocab/ggml-vocab-llama-bpe.gguf.xz" "$C/shared/vocab/"
-  echo "$shared" > "$C/shared_dir"
+  local b=$ROOT/build
+  rm -rf "$C"
+  lent_pack_bin "$C" "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" "$b/tests/hip/greta_hip_backend_tests" \
+    "$b/libgreta_hip_cuda.so" || return 1
+  lent_pack_fixtures "$C" || return 1
   du -sh "$C"
 }
 
 setup() {
-  [ -x "$G" ] || tar -C "$C" -xJf "$C/bin.tar.xz"
-  for f in "$C"/shared/device/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  local shared
-  shared=$(cat "$C/shared_dir")  # where the test binaries look for the fixtures
-  if [ ! -e "$shared" ]; then mkdir -p "$(dirname "$shared")"; ln -s "$C/shared" "$shared"; fi
+  lent_setup "$C" || return 1
   say "machine"
   nvidia-smi --query-gpu=index,name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current \
     --format=csv | tee "$OUT/machine.txt"
   nvidia-smi topo -m | tee -a "$OUT/machine.txt"
   nproc | tee -a "$OUT/machine.txt"
   "$G" devices | tee -a "$OUT/machine.txt"
-  [ -f $M8 ] || "$G" synth $M8 -q --arch llama --dim 4096 --layers 32 --heads 32 --kv-heads 8 --ffn 14336 \
-    --vocab-from "$C"/shared/vocab/ggml-vocab-llama-bpe.gguf.xz --type q4_k_m --rope-base 500000 --repeat-chunk
+  lent_synth "$G" "$C" 8b
 }
 
 # llama.cpp's CUDA build (sm_90) of llama-bench and llama-batched-bench, detached: it goes on after the call.
-peer() {
-  mkdir -p $PEER
-  [ -f $PEER/CMakeLists.txt ] || (cd $PEER && tar xJf "$ROOT/.peer/llama-src.tar.xz" &&
-    sed -i '/add_subdirectory(mtmd)/d; /add_subdirectory(tts)/d' tools/CMakeLists.txt)
-  if [ -f $PEER/bc.done ] && [ "$(cat $PEER/bc.done)" != 0 ]; then  # an earlier try failed: say why, try again
-    tail -20 $PEER/bc.log; rm -rf $PEER/bc $PEER/bc.started $PEER/bc.done
-  fi
-  [ -x /usr/local/cuda/bin/nvcc ] && export CUDACXX=/usr/local/cuda/bin/nvcc PATH=/usr/local/cuda/bin:$PATH
-  [ -f $PEER/bc.started ] || { touch $PEER/bc.started; (cd $PEER && setsid bash -c "cmake -S . -B bc -G Ninja \
-    -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_SERVER=OFF \
-    -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >bc.log 2>&1 && cmake --build bc -j28 --target llama-bench \
-    llama-batched-bench >>bc.log 2>&1; echo \$? > bc.done" </dev/null >/dev/null 2>&1 &); }
-}
+peer() { lent_peer "$ROOT/.peer" $PEER; }
 
-peer_wait() {  # peer_wait SECONDS: true once llama.cpp's build has finished well
-  for _ in $(seq 1 "$1"); do [ -f $PEER/bc.done ] && break; sleep 1; done
-  cp $PEER/bc.log "$OUT/peer-build.log" 2>/dev/null
-  [ -f $PEER/bc.done ] && [ "$(cat $PEER/bc.done)" = 0 ]
-}
+peer_wait() { lent_peer_wait $PEER "$1" bc; }  # peer_wait SECONDS: true once llama.cpp's build has finished well
 
 check() {
   say "goldens over two Vulkan GPUs"
@@ -123,7 +81,7 @@ hip_bench() {
 }
 
 peer_bench() {
-  peer_wait 400 || { echo "llama.cpp's build did not finish well:"; tail -5 $PEER/bc.log; return 1; }
+  peer_wait 400 || return 1
   say "llama.cpp CUDA, same file: one GPU, -sm layer even and 1:3"
   local B=$PEER/bc/bin
   run peer.log "$B/llama-bench" -m $M8 -ngl 99 -fa 1 -p 512,4096 -n 128 -r 3 -sm none -mg 0
@@ -134,7 +92,7 @@ peer_bench() {
 }
 
 [ $# -gt 0 ] || { sed -n 2,10p "$0"; exit 2; }
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+lent_env "$C"
 for step in "$@"; do
   case $step in
     pack) pack ;; setup) setup ;; cli) cli ;; peer-wait) peer_wait 540; tail -3 $PEER/bc.log ;; peer) peer ;; check) check ;; bench) bench ;; hip-bench) hip_bench ;; peer-bench) peer_bench ;;

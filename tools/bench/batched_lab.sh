@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Batched decode on the lent one-GPU machine (issue 18; docs/benchmarks.md): the decode kernels' tests on the GPU,
+# this build against a base build in alternating runs, and the table beside llama.cpp (CUDA, Vulkan with KHR
+# cooperative matrices only, Vulkan with NVIDIA's coopmat2).
+#
+#   [BASE=path/to/greta-vk] bash tools/bench/batched_lab.sh pack  # here, after the build: fills .carry/ (~30 MiB)
+#   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
+# Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
+# .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
+# check (the decode kernels' tests) | ab (S_TG of greta-vk-base and greta-vk alternating; AB_MODELS "l8 l7", AB_NPL
+# "1 4", AB_ROUNDS 2, AB_NTG 64, AB_ENV "VAR=VALUE ..." for both) | table-l8, table-l7 (batched_report.py: GRETA and
+# the peers whose builds are done, --npp 512 --ntg 128 --npl 1,4,16,32,64; about 7 minutes each with all three).
+# A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
+# `table-l7`, each call within the machine's 30 s of warmth after the last. Logs go to $OUT (else ./out).
+set -uo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+# shellcheck source=lent_gpu.sh
+. "$ROOT/tools/bench/lent_gpu.sh"
+
+pack() {
+  local b=$ROOT/build base=${BASE:-}
+  rm -rf "$C"
+  mkdir -p "$C"
+  if [ -n "$base" ]; then cp "$base" "$C/greta-vk-base" || return 1; fi
+  lent_pack_bin "$C" "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" ${base:+"$C/greta-vk-base"} || return 1
+  rm -f "$C/greta-vk-base"
+  lent_pack_fixtures "$C" || return 1
+  du -sh "$C"
+}
+
+setup() {
+  lent_setup "$C" || return 1
+  say "machine"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/machine.txt"
+  "$G" devices | head -3 | tee -a "$OUT/machine.txt"
+  lent_synth "$G" "$C" 8b 7b
+}
+
+peer() { lent_peer "$ROOT/.peer" $PEER vulkan; }
+
+# The tests of the decode kernels and fusions (the int8 matvec, its epilogues, the batched steps, the goldens beside
+# other sequences). The NVIDIA driver must stay loaded across the many instances a test process makes.
+check() {
+  say "decode kernels on the GPU"
+  (cd /tmp && LD_PRELOAD=/usr/local/nvidia/lib64/libGLX_nvidia.so.0 "$C/greta_vk_backend_tests" \
+    --test-case='vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*' \
+    2>&1 | tail -4 | tee "$OUT/check.log")
+}
+
+# s_tg GRETA MODEL B: S_TG (tokens/s) of one batched bench run of B sequences.
+s_tg() {
+  env ${AB_ENV:-} "$1" bench "/tmp/$2.gguf" --batched --npp 512 --ntg "${AB_NTG:-64}" --npl "$3" 2>/dev/null |
+    awk -F'|' '/^\|/ {v = $(NF - 3)} END {gsub(/ /, "", v); print v}'
+}
+
+ab() {
+  [ -x "$C/greta-vk-base" ] || { echo "ab: no greta-vk-base (pack with BASE=path/to/greta-vk)"; return 1; }
+  say "S_TG, base / this build, alternating"
+  local m n r line
+  for m in ${AB_MODELS:-l8 l7}; do
+    for n in ${AB_NPL:-1 4}; do
+      line="$m B=$n:"
+      for r in $(seq 1 "${AB_ROUNDS:-2}"); do
+        line+=" base $(s_tg "$C/greta-vk-base" "$m" "$n") new $(s_tg "$G" "$m" "$n")"
+      done
+      echo "$line" | tee -a "$OUT/ab.log"
+    done
+  done
+}
+
+table() {
+  local m=$1 peers=()
+  if lent_peer_wait $PEER 300 bc; then peers+=(--peer "CUDA=$PEER/bc/bin/llama-batched-bench"); fi
+  if lent_peer_wait $PEER 1 bd; then
+    peers+=(--peer "KHR=$PEER/bd/bin/llama-batched-bench GGML_VK_DISABLE_COOPMAT2=1")
+    peers+=(--peer "coopmat2=$PEER/bd/bin/llama-batched-bench")
+  fi
+  say "$m: GRETA beside llama.cpp"
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/table-$m.txt"
+  python3 "$ROOT/tools/bench/batched_report.py" "/tmp/$m.gguf" --greta "$G" --npp 512 --ntg 128 --npl 1,4,16,32,64 \
+    --llama-args "-ngl 99" "${peers[@]}" 2>&1 | tee -a "$OUT/table-$m.txt"
+}
+
+[ $# -gt 0 ] || { sed -n 2,15p "$0"; exit 2; }
+lent_env "$C"
+for step in "$@"; do
+  case $step in
+    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; table-l8) table l8 ;; table-l7) table l7 ;;
+    *) echo "batched_lab.sh: unknown step $step"; exit 2 ;;
+  esac
+done
