@@ -7,8 +7,9 @@
 #   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
 # Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
 # .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
-# check (the decode kernels' tests) | ab (S_TG of greta-vk-base and greta-vk alternating; AB_MODELS "l8 l7", AB_NPL
-# "1 4", AB_ROUNDS 2, AB_NTG 64, AB_ENV "VAR=VALUE ..." for both) | table-l8, table-l7 (batched_report.py: GRETA and
+# check (the decode kernels' tests) | ab (S_TG of base and new alternating: base is greta-vk-base where packed, else
+# greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
+# AB_ROUNDS 2, AB_NTG 64) | table-l8, table-l7 (batched_report.py: GRETA and
 # the peers whose builds are done, --npp 512 --ntg 128 --npl 1,4,16,32,64; about 7 minutes each with all three).
 # A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
 # `table-l7`, each call within the machine's 30 s of warmth after the last. Logs go to $OUT (else ./out).
@@ -48,21 +49,23 @@ check() {
     2>&1 | tail -4 | tee "$OUT/check.log")
 }
 
-# s_tg GRETA MODEL B: S_TG (tokens/s) of one batched bench run of B sequences.
+# s_tg GRETA MODEL B [VAR=VALUE...]: S_TG (tokens/s) of one batched bench run of B sequences.
 s_tg() {
-  env ${AB_ENV:-} "$1" bench "/tmp/$2.gguf" --batched --npp 512 --ntg "${AB_NTG:-64}" --npl "$3" 2>/dev/null |
+  local g=$1 m=$2 n=$3
+  shift 3
+  env ${AB_ENV:-} "$@" "$g" bench "/tmp/$m.gguf" --batched --npp 512 --ntg "${AB_NTG:-64}" --npl "$n" 2>/dev/null |
     awk -F'|' '/^\|/ {v = $(NF - 3)} END {gsub(/ /, "", v); print v}'
 }
 
 ab() {
-  [ -x "$C/greta-vk-base" ] || { echo "ab: no greta-vk-base (pack with BASE=path/to/greta-vk)"; return 1; }
-  say "S_TG, base / this build, alternating"
-  local m n r line
+  local base=$C/greta-vk-base m n r line
+  [ -x "$base" ] || base=$G
+  say "S_TG, base ($(basename "$base") ${AB_BASE_ENV:-}) / new (greta-vk ${AB_NEW_ENV:-}), alternating; both: ${AB_ENV:-}"
   for m in ${AB_MODELS:-l8 l7}; do
     for n in ${AB_NPL:-1 4}; do
       line="$m B=$n:"
       for r in $(seq 1 "${AB_ROUNDS:-2}"); do
-        line+=" base $(s_tg "$C/greta-vk-base" "$m" "$n") new $(s_tg "$G" "$m" "$n")"
+        line+=" base $(s_tg "$base" "$m" "$n" ${AB_BASE_ENV:-}) new $(s_tg "$G" "$m" "$n" ${AB_NEW_ENV:-})"
       done
       echo "$line" | tee -a "$OUT/ab.log"
     done
