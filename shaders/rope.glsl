@@ -11,16 +11,9 @@ float reduce_angle(float a) {
   return (a - k * two_pi_hi) - k * two_pi_lo;
 }
 
-// (cos, sin) of the angle position * inv_freq, times mscale: what rope_apply rotates by.
-vec2 rope_cos_sin(int position, float inv_freq, float mscale) {
-  const float theta = reduce_angle(float(position) * inv_freq);
-  return vec2(cos(theta) * mscale, sin(theta) * mscale);
-}
-
-// The pair (a, b) rotated by cs = rope_cos_sin(...).
-vec2 rope_apply(float a, float b, vec2 cs) { return vec2(a * cs.x - b * cs.y, a * cs.y + b * cs.x); }
-
 // The pair (a, b) rotated by the angle position * inv_freq, times mscale.
 vec2 rope_rotate(float a, float b, int position, float inv_freq, float mscale) {
-  return rope_apply(a, b, rope_cos_sin(position, inv_freq, mscale));
+  const float theta = reduce_angle(float(position) * inv_freq);
+  const float c = cos(theta) * mscale, s = sin(theta) * mscale;
+  return vec2(a * c - b * s, a * s + b * c);
 }
