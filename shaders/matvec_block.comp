@@ -49,7 +49,7 @@
 // (coherent), applies the GLU and writes the block's codes and scale, then returns the counter to 0 for the next step.
 // A stage between two barriers costs a few microseconds of a decode layer whatever its work (docs/benchmarks.md).
 //
-// NORM_OUT (spec constant 11, X_Q8 without MOE, with the residual add, rows from 0, ROWS dividing 32): a decode step's
+// NORM_OUT (push constant norm_out, X_Q8 without MOE, with the residual add, rows from 0, ROWS dividing 32): a decode step's
 // projection that adds into the residual stream (attention output, down projection) also makes the next rmsnorm's
 // int8 rows (quantize_q8.comp's IN_RMSNORM output; the norm weight at Aux, eps in pc.eps) in the GLU_OUT bindings,
 // so no quantizer stage sits before the next layer's (or the output's) first matvecs. Int8 codes of a block do not
@@ -59,6 +59,7 @@
 // (binding GLU_BINDING_COUNTERS, uint words; G token groups, B = rows / 32 blocks): [G * B] per (group, block), [G]
 // per group, then per (token, block) the sum of squares and the maximum as float bits (norm_out_words on the host).
 // The host uses it at one token (norm_out_usable: at 4 the chain of fences and round trips cost more than the stage).
+// A push constant, as ROPE_OUT's part (below), so that the projections share one binary.
 //
 // ROPE_OUT (push constant rope_part, X_Q8 without MOE; ROWS even): a decode step's Q, K and V projections also do
 // what rope_kv.comp would do after them (so its stage goes): Q's and K's rows rotated in adjacent pairs (2i, 2i + 1)
@@ -118,7 +119,6 @@ layout(binding = 4) readonly buffer Bias { float bias[]; };      // [out rows] w
 layout(constant_id = 8) const uint GLU_OUT = 0;
 layout(constant_id = 9) const bool GLU_IS_UP = false;
 layout(constant_id = 10) const uint GLU_COUNT = 2;
-layout(constant_id = 11) const bool NORM_OUT = false;
 #if !defined(MOE)
 // ROPE_OUT (see the top), pc.rope_part: 1 rotate (Q), 2 rotate and append to the cache (K), 3 append (V); 0 none.
 const uint ROPE_Q = 1, ROPE_K = 2, ROPE_V = 3;
@@ -142,6 +142,7 @@ layout(push_constant) uniform Push {
 #elif defined(X_Q8)
   uint head_dim; uint rope_dims; uint rope_part; uint cache_f16;  // ROPE_OUT
   uint accumulate;  // y += W x (MV_ACCUMULATE below; the spec constant ACCUMULATE stays false)
+  uint norm_out;    // NORM_OUT (see the top)
 #endif
 } pc;
 // With int8 activations the residual add is a push constant, so that a layer's projections that add into the stream
@@ -619,7 +620,7 @@ void main() {
 #if defined(X_Q8)
     if (GLU_OUT != 0) glu_out_block(row0);
 #if !defined(MOE)
-    if (NORM_OUT) norm_out_block(row0);
+    if (pc.norm_out != 0u) norm_out_block(row0);
 #endif
 #endif
     barrier();  // partial[] is reused by the next row group

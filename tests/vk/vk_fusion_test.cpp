@@ -156,7 +156,7 @@ TEST_CASE("vk decode fusion: a residual-adding matvec making the next rmsnorm's 
                 {GgmlType::Q6_K, GgmlType::Q8_0, 256, 64}};
   for (const auto& s : shapes)
     for (const char* shape : {(const char*)nullptr, "64x4", "32x1"})
-      for (int64_t n : {int64_t(1), int64_t(2), int64_t(5)}) {
+      for (int64_t n : {int64_t(1), int64_t(2), int64_t(4), int64_t(5)}) {
         if (shape && n != 1) continue;
         const std::string type_name = model::type_name(s.type), next_name = model::type_name(s.next_type);
         CAPTURE(type_name);

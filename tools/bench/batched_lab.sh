@@ -3,14 +3,17 @@
 # this build against a base build in alternating runs, and the table beside llama.cpp (CUDA, Vulkan with KHR
 # cooperative matrices only, Vulkan with NVIDIA's coopmat2).
 #
-#   [BASE=path/to/greta-vk] bash tools/bench/batched_lab.sh pack  # here, after the build: fills .carry/ (~30 MiB)
+#   [BASE=path/to/greta-vk] [LAB=path] bash tools/bench/batched_lab.sh pack  # here, after the build: fills .carry/
+#                                                                            # (~30 MiB; greta-vk-base, greta-vk-lab)
 #   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
 # Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
 # .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
-# check (the decode kernels' tests) | ab (S_TG of base and new alternating: base is greta-vk-base where packed, else
-# greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
-# AB_ROUNDS 2, AB_NTG 64) | table-l8, table-l7 (batched_report.py: GRETA and
-# the peers whose builds are done, --npp 512 --ntg 128 --npl 1,4,16,32,64; about 7 minutes each with all three).
+# check (the decode kernels' tests) | ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where
+# packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
+# AB_ROUNDS 2, AB_NTG 64; AB_BASE another binary as base, e.g. .carry/greta-vk-lab) | profile, trace (greta-vk's
+# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL) | table-l8, table-l7
+# (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128 --npl TABLE_NPL, by default
+# 1,4,16,32,64; a few minutes each with all three).
 # A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
 # `table-l7`, each call within the machine's 30 s of warmth after the last. Logs go to $OUT (else ./out).
 set -uo pipefail
@@ -20,12 +23,14 @@ cd "$ROOT"
 . "$ROOT/tools/bench/lent_gpu.sh"
 
 pack() {
-  local b=$ROOT/build base=${BASE:-}
+  local b=$ROOT/build base=${BASE:-} lab=${LAB:-}
   rm -rf "$C"
   mkdir -p "$C"
   if [ -n "$base" ]; then cp "$base" "$C/greta-vk-base" || return 1; fi
-  lent_pack_bin "$C" "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" ${base:+"$C/greta-vk-base"} || return 1
-  rm -f "$C/greta-vk-base"
+  if [ -n "$lab" ]; then cp "$lab" "$C/greta-vk-lab" || return 1; fi
+  lent_pack_bin "$C" "$b/greta-vk" "$b/tests/vk/greta_vk_backend_tests" ${base:+"$C/greta-vk-base"} \
+    ${lab:+"$C/greta-vk-lab"} || return 1
+  rm -f "$C/greta-vk-base" "$C/greta-vk-lab"
   lent_pack_fixtures "$C" || return 1
   du -sh "$C"
 }
@@ -58,7 +63,7 @@ s_tg() {
 }
 
 ab() {
-  local base=$C/greta-vk-base m n r line
+  local base=${AB_BASE:-$C/greta-vk-base} m n r line
   [ -x "$base" ] || base=$G
   say "S_TG, base ($(basename "$base") ${AB_BASE_ENV:-}) / new (greta-vk ${AB_NEW_ENV:-}), alternating; both: ${AB_ENV:-}"
   for m in ${AB_MODELS:-l8 l7}; do
@@ -72,6 +77,28 @@ ab() {
   done
 }
 
+profile() {
+  local m n
+  for m in ${AB_MODELS:-l8 l7}; do
+    for n in ${AB_NPL:-1 4}; do
+      say "$m B=$n: per-op shares (${AB_NEW_ENV:-})"
+      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --ntg 32 --npl "$n" --profile 2>&1 |
+        tee -a "$OUT/profile.log" | tail -40
+    done
+  done
+}
+
+trace() {
+  local m n
+  for m in ${AB_MODELS:-l8 l7}; do
+    for n in ${AB_NPL:-1 4}; do
+      say "$m B=$n: trace (${AB_NEW_ENV:-})"
+      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --ntg 8 --npl "$n" \
+        --trace "$OUT/trace-$m-$n.json" 2>&1 | tail -3
+    done
+  done
+}
+
 table() {
   local m=$1 peers=()
   if lent_peer_wait $PEER 300 bc; then peers+=(--peer "CUDA=$PEER/bc/bin/llama-batched-bench"); fi
@@ -81,7 +108,7 @@ table() {
   fi
   say "$m: GRETA beside llama.cpp"
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$OUT/table-$m.txt"
-  python3 "$ROOT/tools/bench/batched_report.py" "/tmp/$m.gguf" --greta "$G" --npp 512 --ntg 128 --npl 1,4,16,32,64 \
+  python3 "$ROOT/tools/bench/batched_report.py" "/tmp/$m.gguf" --greta "$G" --npp 512 --ntg 128 --npl "${TABLE_NPL:-1,4,16,32,64}" \
     --llama-args "-ngl 99" "${peers[@]}" 2>&1 | tee -a "$OUT/table-$m.txt"
 }
 
@@ -89,7 +116,7 @@ table() {
 lent_env "$C"
 for step in "$@"; do
   case $step in
-    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; table-l8) table l8 ;; table-l7) table l7 ;;
+    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; profile) profile ;; trace) trace ;; table-l8) table l8 ;; table-l7) table l7 ;;
     *) echo "batched_lab.sh: unknown step $step"; exit 2 ;;
   esac
 done

@@ -58,15 +58,18 @@ uint32_t multi_token_rows(model::GgmlType type, int64_t rows, uint32_t tokens) {
   return 2;
 }
 
-// The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens on matrices of 4096 rows or more, if not the
+// The int8 matvec's workgroup (invocations, rows) for 1 to 4 tokens on matrices of 1024 rows or more, if not the
 // defaults: 64 invocations x 4 rows, which share every token's activations over 4 rows, for every type but Q8_0
 // (slower), Q3_K (within noise), Q5_0 and Q5_1 (slower), Q4_1 at one token and Q6_K below 32768 rows at 1-2 tokens
 // (mixed; at 4 tokens, since a row's slot is decoded once for all tokens (matvec_block.comp's mv_row), 64x4 wins).
 // With 32-element slots (Q4_0, Q4_K, Q5_K, Q6_K: matvec_block.comp's MV_WIDE) a 4096-column row is 128 slots, two
-// per invocation. Smaller matrices (1024 x 4096) lose on 64x4. Measured: docs/benchmarks.md, "op_matvec.cpp's rules".
+// per invocation. Matrices of 1024-4095 rows (a GQA layer's K and V beside Q's 4096) lose on 64x4 run alone, but
+// gain in the model: they then run Q's binary, whose instructions are in cache, where a binary of their own starts
+// cold in every layer (docs/vulkan.md). Below 1024 rows the grid would be too small. Measured: docs/benchmarks.md,
+// "op_matvec.cpp's rules".
 std::optional<std::pair<uint32_t, uint32_t>> q8_matvec_shape(model::GgmlType type, int64_t rows, uint32_t tokens) {
   using model::GgmlType;
-  if (tokens > 4 || rows < 4096) return std::nullopt;
+  if (tokens > 4 || rows < 1024) return std::nullopt;
   if (type == GgmlType::Q8_0 || type == GgmlType::Q3_K || type == GgmlType::Q5_0 || type == GgmlType::Q5_1)
     return std::nullopt;
   if ((type == GgmlType::Q6_K && rows < 32768 && tokens < 4) || (type == GgmlType::Q4_1 && tokens < 2))
@@ -169,7 +172,8 @@ bool glu_pair_usable(OpEncoder& e, const GluPair& pair) {
 bool norm_out_usable(OpEncoder& e, const MatmulArgs& args) {
   const engine::MatMulOp& op = args.op;
   // One-token steps only: at 4 tokens the counting and the finishing workgroups' chain of round trips cost the
-  // projections more than the quantizer stage they replace (8B on the H200: -2 %; docs/benchmarks.md).
+  // projections more than the quantizer stage they replace, as a variant of its own (8B on the H200: -2 %) and as a
+  // push constant on the projections' shared binary (-1.7 %, the 7B -2.6 %; docs/benchmarks.md).
   if (!args.norm_out || !args.accumulate || args.bias || args.route || args.glu_pair || op.n_tokens != 1) return false;
   const Q8Source& next = *args.norm_out;
   if (next.input != 1 || next.x != op.out || next.x_row0 != 0 || next.rows != op.n_tokens ||
@@ -294,13 +298,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
   }
   // The projection adding into the stream that also makes the next rmsnorm's int8 rows (NORM_OUT): the norm weight
   // in aux, the counters and partial sums in the counters binding, the rows where the next matvecs' q8_copy finds them.
+  uint32_t norm_out = 0;
   if (q8 && norm_out_usable(e, args)) {
     const Q8Source& next = *args.norm_out;
     const OpEncoder::Q8PairTarget target = e.q8_norm_target(next);
     aux = e.weight(next.norm).vector.span();
     counters = target.counters, glu_q8 = target.q8;
-    eps = next.eps;
-    spec.push_back({11, 1u});
+    eps = next.eps, norm_out = 1;
     e.note_variant("makes the next rmsnorm's int8 input (its last workgroup)");
   }
   // Q, K or V doing its part of the rope_kv after it (ROPE_OUT): positions, frequencies, cache rows and the cache
@@ -328,7 +332,7 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
       uint32_t row_bytes, rows, cols, out_row0, out_stride, x_row0;
       float eps;
       uint32_t tail0, tail1;  // ROUTE: k, normalize; the int8 kernel: head_dim, rope_dims (ROPE_OUT); else none
-      uint32_t rope_part, cache_f16, accumulate;  // the int8 kernel only (ROPE_OUT, the residual add)
+      uint32_t rope_part, cache_f16, accumulate, norm_out;  // the int8 kernel only (ROPE_OUT, the residual add, NORM_OUT)
     } push{to_u32(int64_t(w.row_bytes), "row bytes"),
            to_u32(w.chunk_rows(c), "rows"),
            to_u32(op.in_features, "in features"),
@@ -340,7 +344,8 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
            route ? (route->normalize ? 1u : 0u) : rope_dims,
            rope_part,
            cache_f16,
-           q8 && args.accumulate ? 1u : 0u};
+           q8 && args.accumulate ? 1u : 0u,
+           norm_out};
     const auto bytes = as_push(push);
     const uint32_t row_groups = (push.rows + rows_per_group - 1) / rows_per_group;
     const std::array<uint32_t, 3> groups{std::min(row_groups, e.info().max_workgroup_count[0]),
@@ -348,13 +353,13 @@ void encode_matvec(OpEncoder& e, const MatmulArgs& args) {
     if (route_inside)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, e.buffer(route->experts), e.buffer(route->weights),
                      e.zeroed_buffer(4, "route counter")},
-                 bytes.first(bytes.size() - 12), groups);
+                 bytes.first(bytes.size() - 16), groups);
     else if (q8)
       e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias, pair_out, counters, glu_q8, rope_spans[0],
                      rope_spans[1], rope_spans[2], rope_spans[3]},
                  bytes, groups);
     else
-      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 20), groups);
+      e.dispatch(p, {w.matrix.chunk(c).span(), x, out, aux, bias}, bytes.first(bytes.size() - 24), groups);
   }
   if (route_inside) e.note_variant(cat("fused route (", moe_route_note(*route), ")"));
   if (route && !route_inside) {
