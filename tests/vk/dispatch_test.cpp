@@ -456,3 +456,50 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows qu
     check("glu");
   }
 }
+
+// quantize_q8.comp's chunks (workgroups side by side along a row, grid-stride when fewer than the chunks) and its
+// block maxima by subgroup shuffles (LANES) against one workgroup per row with maxima in shared memory: word for word,
+// for a plain, an rmsnorm and a SwiGLU input. Rows of 352 elements (88 groups: 11 blocks); the rmsnorm's sum of
+// squares depends on the workgroup size only, so each size is compared with itself in one chunk.
+TEST_CASE_FIXTURE(VkFixture, "quantize_q8 in chunks and with shuffled block maxima writes the same int8 rows") {
+  const uint32_t rows = 3, width = 352, n = rows * width, q8_words = n / 32 * 9;
+  const auto x = greta::test::random_floats(n, 81, -3.f, 3.f);
+  const auto w = greta::test::random_floats(width, 82, 0.5f, 1.5f);
+  const auto up = greta::test::random_floats(n, 83, -3.f, 3.f);
+  Buffer bx = alloc().create_buffer(n * 4ull, MemoryUse::device, "x");
+  Buffer bw = alloc().create_buffer(width * 4ull, MemoryUse::device, "w");
+  Buffer bu = alloc().create_buffer(n * 4ull, MemoryUse::device, "up");
+  Buffer want = alloc().create_buffer(q8_words * 4ull, MemoryUse::device, "want");
+  Buffer got = alloc().create_buffer(q8_words * 4ull, MemoryUse::device, "got");
+  xfer().upload(bx, x);
+  xfer().upload(bw, w);
+  xfer().upload(bu, up);
+  const struct { uint32_t cols, rows, x_row0; float eps; } push{width, rows, 0, 1e-5f};
+  const auto quantize = [&](Buffer& out, uint32_t input, uint32_t local, bool lanes, uint32_t chunks) {
+    PipelineOptions options;  // as OpEncoder::q8_lanes_options
+    if (lanes) options.full_subgroups = ctx().info().compute_full_subgroups;
+    const auto& p = pipes().get(ShaderId::quantize_q8, {{0, local}, {1, input}, {4, lanes ? 1u : 0u}}, options);
+    const BufferSpan aux = input == 1 ? bw.span() : input == 2 ? bu.span() : bx.span();
+    xfer().upload(out, std::vector<uint32_t>(q8_words, 0xdeadbeefu));
+    run_dispatch(ctx(), p, {bx.span(), aux, out.span()}, as_push(push), {rows, chunks, 1});
+    return xfer().download<uint32_t>(out, q8_words);
+  };
+  for (uint32_t input : {0u, 1u, 2u})
+    for (uint32_t local : {8u, 16u, 32u, 64u}) {
+      CAPTURE(input);
+      CAPTURE(local);
+      const auto reference = quantize(want, input, local, false, 1);
+      CHECK(reference[5] != 0xdeadbeefu);
+      CHECK(reference[q8_words - 1] != 0xdeadbeefu);  // the last row's last scale
+      // All chunks at once (88 / local of them, rounded up), two workgroups walking them, and one.
+      const uint32_t chunks = (width / 4 + local - 1) / local;
+      for (uint32_t groups : {chunks, 2u, 1u})
+        for (bool lanes : {false, true}) {
+          const uint32_t sg = ctx().info().subgroup_size;
+          if (lanes && (sg < 8 || local % sg != 0)) continue;  // OpEncoder::q8_lanes: whole subgroups of >= 8
+          CAPTURE(groups);
+          CAPTURE(lanes);
+          CHECK(quantize(got, input, local, lanes, groups) == reference);
+        }
+    }
+}

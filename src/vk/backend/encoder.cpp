@@ -8,6 +8,12 @@
 
 namespace greta::vk {
 
+namespace {
+// quantize_q8.comp's chunk of a row: 256 groups of 4 elements (32 blocks) per workgroup of 256 invocations, one step
+// each, so a 4096-wide row takes 4 workgroups side by side and an 11008-wide GLU row 11.
+constexpr uint32_t kQ8ChunkGroups = 256;
+}  // namespace
+
 BufferSpan OpEncoder::buffer(engine::BufferId id) const {
   GRETA_CHECK(id >= 0 && size_t(id) < res_.buffers->size(), "buffer id ", id);
   return (*res_.buffers)[size_t(id)];
@@ -243,6 +249,17 @@ BufferSpan OpEncoder::q8_target(const Q8Source& src) {
   return out;
 }
 
+bool OpEncoder::q8_lanes(uint32_t local) const {
+  const uint32_t sg = info().subgroup_size;
+  return sg >= 8 && local % sg == 0;
+}
+
+PipelineOptions OpEncoder::q8_lanes_options(uint32_t local) const {
+  PipelineOptions options;
+  if (q8_lanes(local)) options.full_subgroups = info().compute_full_subgroups;
+  return options;
+}
+
 uint32_t OpEncoder::q8_workgroup(int64_t cols) const {
   uint32_t local = 8;
   const uint64_t groups = uint64_t(cols) / 4;
@@ -317,17 +334,20 @@ BufferSpan OpEncoder::record_quantize_q8(const Q8Source& src) {
   const BufferSpan aux = src.input == 1 ? weight(src.norm).vector.span() : src.input >= 2 ? buffer(src.up) : x;
   GRETA_CHECK(x.size >= uint64_t(src.x_row0 + src.rows) * uint64_t(src.cols) * 4, "int8 activations past buffer ",
               src.x);
-  // One workgroup per row.
-  const uint32_t local = q8_workgroup(src.cols);
+  // Workgroups over rows and chunks of at most kQ8ChunkGroups 4-element groups, side by side (quantize_q8.comp): a
+  // decode step's 1-4 rows would otherwise leave all but 1-4 multiprocessors idle while each walks its row.
+  const uint32_t local = std::min(q8_workgroup(src.cols), kQ8ChunkGroups);
+  const uint32_t chunks = to_u32((src.cols / 4 + local - 1) / local, "row chunks");
   const struct {
     uint32_t cols, rows, x_row0;
     float eps;
   } push{to_u32(src.cols, "columns"), to_u32(src.rows, "rows"), to_u32(src.x_row0, "row offset"), src.eps};
-  const auto& p = src.input == 3 ? pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input},
-                                                                    {2, std::bit_cast<uint32_t>(src.alpha)},
-                                                                    {3, std::bit_cast<uint32_t>(src.limit)}})
-                                 : pipeline(ShaderId::quantize_q8, {{0, local}, {1, src.input}});
-  dispatch(p, {x, aux, out}, as_push(push), {std::min(push.rows, info().max_workgroup_count[0]), 1, 1});
+  std::vector<SpecConstant> spec{{0, local}, {1, src.input}, {4, q8_lanes(local)}};
+  if (src.input == 3) spec.insert(spec.end(), {{2, std::bit_cast<uint32_t>(src.alpha)},
+                                               {3, std::bit_cast<uint32_t>(src.limit)}});
+  const auto& p = pipeline(ShaderId::quantize_q8, spec, q8_lanes_options(local));
+  dispatch(p, {x, aux, out}, as_push(push),
+           {std::min(push.rows, info().max_workgroup_count[0]), std::min(chunks, info().max_workgroup_count[1]), 1});
   note_variant("quantize_q8");
   return out;
 }

@@ -231,6 +231,10 @@ public:
   // quantize_q8.comp's workgroup for rows of `cols` values: one 4-element group per invocation (a power of two,
   // 8 .. 1024 and the device limit), so a decode row is one or a few steps.
   uint32_t q8_workgroup(int64_t cols) const;
+  // Whether quantize_q8.comp's workgroup of `local` invocations finds block maxima by subgroup shuffles (its LANES:
+  // whole subgroups of at least 8), and the pipeline options that keep them whole.
+  bool q8_lanes(uint32_t local) const;
+  PipelineOptions q8_lanes_options(uint32_t local) const;
   // The plan buffers the op just recorded writes (invalidates f16_copy's and q8_copy's copies of them).
   void note_written(std::span<const engine::BufferId> writes);
 

@@ -353,7 +353,9 @@ void encode_moe_combine_q8(OpEncoder& e, const engine::MoeCombineOp& op, const Q
     float eps;
     uint32_t k;
   } push{to_u32(op.width, "width"), to_u32(op.n_tokens, "tokens"), 0u, next.eps, to_u32(op.k, "k")};
-  const auto& p = e.pipeline(ShaderId::quantize_q8_combine, {{0, e.q8_workgroup(op.width)}, {1, 1u}});
+  const uint32_t local = e.q8_workgroup(op.width);
+  const auto& p = e.pipeline(ShaderId::quantize_q8_combine, {{0, local}, {1, 1u}, {4, e.q8_lanes(local)}},
+                             e.q8_lanes_options(local));
   e.dispatch(p, {e.buffer(op.out), norm.vector.span(), q, e.buffer(op.in), e.buffer(op.weights)}, as_push(push),
              {std::min(push.rows, e.info().max_workgroup_count[0]), 1, 1});
   e.note_variant("quantize_q8_combine (fused residual add; the next layer's rmsnorm as int8 input)");
