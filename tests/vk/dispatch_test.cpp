@@ -242,23 +242,30 @@ F16OutMismatch f16_out_mismatch(const std::vector<float>& want, const std::vecto
 
 }  // namespace
 
+// The inputs of the norm, GLU and quantizer tests below, uploaded: x and up rows [n] in [-3, 3), a norm weight
+// [width] in [0.5, 1.5), from seeds seed, seed + 1, seed + 2.
+struct NormGluInputs {
+  Buffer x, w, up;
+};
+NormGluInputs upload_norm_glu_inputs(VkFixture& f, uint32_t n, uint32_t width, uint32_t seed) {
+  NormGluInputs in{f.alloc().create_buffer(n * 4ull, MemoryUse::device, "x"),
+                   f.alloc().create_buffer(width * 4ull, MemoryUse::device, "w"),
+                   f.alloc().create_buffer(n * 4ull, MemoryUse::device, "up")};
+  f.xfer().upload(in.x, greta::test::random_floats(n, seed, -3.f, 3.f));
+  f.xfer().upload(in.w, greta::test::random_floats(width, seed + 1, 0.5f, 1.5f));
+  f.xfer().upload(in.up, greta::test::random_floats(n, seed + 2, -3.f, 3.f));
+  return in;
+}
+
 // F16_OUT of rmsnorm.comp and glu.comp (the f16 activations of the cooperative-matrix GEMM that reads their output,
 // made beside it: OpEncoder::f16_target): the f32 output is the same bits as without it, and the f16 copy is that
 // output rounded to nearest even (within one ulp, as a device may round its own way). Odd row counts and widths.
 TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with F16_OUT write the f32 output unchanged and its f16 copy") {
   const uint32_t rows = 5, width = 132, n = rows * width;
-  const auto x = greta::test::random_floats(n, 41, -3.f, 3.f);
-  const auto w = greta::test::random_floats(width, 42, 0.5f, 1.5f);
-  const auto up = greta::test::random_floats(n, 43, -3.f, 3.f);
-  Buffer bx = alloc().create_buffer(n * 4ull, MemoryUse::device, "x");
-  Buffer bw = alloc().create_buffer(width * 4ull, MemoryUse::device, "w");
-  Buffer bu = alloc().create_buffer(n * 4ull, MemoryUse::device, "up");
+  auto [bx, bw, bu] = upload_norm_glu_inputs(*this, n, width, 41);
   Buffer plain = alloc().create_buffer(n * 4ull, MemoryUse::device, "plain");
   Buffer out = alloc().create_buffer(n * 4ull, MemoryUse::device, "out");
   Buffer half = alloc().create_buffer(n * 2ull, MemoryUse::device, "half");
-  xfer().upload(bx, x);
-  xfer().upload(bw, w);
-  xfer().upload(bu, up);
   const auto check = [&](const char* what) {
     CAPTURE(what);
     const auto want = xfer().download<float>(plain, n);
@@ -402,18 +409,12 @@ TEST_CASE_FIXTURE(VkFixture, "glu with F16_OUT adds gate's and up's split-K part
 // scale of every 32-element block. 5 rows of 160 (5 blocks each), with F16_OUT at the same time for the norm.
 TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows quantize_q8 makes of their output") {
   const uint32_t rows = 5, width = 160, n = rows * width, q8_words = n / 32 * 9;
-  const auto x = greta::test::random_floats(n, 71, -3.f, 3.f);
-  const auto w = greta::test::random_floats(width, 72, 0.5f, 1.5f);
-  const auto up = greta::test::random_floats(n, 73, -3.f, 3.f);
+  auto [bx, bw, bu] = upload_norm_glu_inputs(*this, n, width, 71);
   const auto buffer = [&](uint64_t bytes, const char* name) {
     return alloc().create_buffer(bytes, MemoryUse::device, name);
   };
-  Buffer bx = buffer(n * 4ull, "x"), bw = buffer(width * 4ull, "w"), bu = buffer(n * 4ull, "up");
   Buffer plain = buffer(n * 4ull, "plain"), out = buffer(n * 4ull, "out"), half = buffer(n * 2ull, "half");
   Buffer want_q8 = buffer(q8_words * 4ull, "want q8"), got_q8 = buffer(q8_words * 4ull, "got q8");
-  xfer().upload(bx, x);
-  xfer().upload(bw, w);
-  xfer().upload(bu, up);
   PipelineOptions full;
   full.full_subgroups = ctx().info().compute_full_subgroups;
   const auto check = [&](const char* what) {
@@ -463,17 +464,9 @@ TEST_CASE_FIXTURE(VkFixture, "rmsnorm and glu with Q8_OUT write the int8 rows qu
 // squares depends on the workgroup size only, so each size is compared with itself in one chunk.
 TEST_CASE_FIXTURE(VkFixture, "quantize_q8 in chunks and with shuffled block maxima writes the same int8 rows") {
   const uint32_t rows = 3, width = 352, n = rows * width, q8_words = n / 32 * 9;
-  const auto x = greta::test::random_floats(n, 81, -3.f, 3.f);
-  const auto w = greta::test::random_floats(width, 82, 0.5f, 1.5f);
-  const auto up = greta::test::random_floats(n, 83, -3.f, 3.f);
-  Buffer bx = alloc().create_buffer(n * 4ull, MemoryUse::device, "x");
-  Buffer bw = alloc().create_buffer(width * 4ull, MemoryUse::device, "w");
-  Buffer bu = alloc().create_buffer(n * 4ull, MemoryUse::device, "up");
+  auto [bx, bw, bu] = upload_norm_glu_inputs(*this, n, width, 81);
   Buffer want = alloc().create_buffer(q8_words * 4ull, MemoryUse::device, "want");
   Buffer got = alloc().create_buffer(q8_words * 4ull, MemoryUse::device, "got");
-  xfer().upload(bx, x);
-  xfer().upload(bw, w);
-  xfer().upload(bu, up);
   const struct { uint32_t cols, rows, x_row0; float eps; } push{width, rows, 0, 1e-5f};
   const auto quantize = [&](Buffer& out, uint32_t input, uint32_t local, bool lanes, uint32_t chunks) {
     PipelineOptions options;  // as OpEncoder::q8_lanes_options

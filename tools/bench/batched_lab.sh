@@ -77,24 +77,16 @@ ab() {
   done
 }
 
-profile() {
-  local m n
+# observe profile|trace: greta-vk's per-op shares (--profile, 32 steps) or a Chrome trace of 8 steps into $OUT, for
+# AB_MODELS at AB_NPL.
+observe() {
+  local kind=$1 m n extra
   for m in ${AB_MODELS:-l8 l7}; do
     for n in ${AB_NPL:-1 4}; do
-      say "$m B=$n: per-op shares (${AB_NEW_ENV:-})"
-      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --ntg 32 --npl "$n" --profile 2>&1 |
-        tee -a "$OUT/profile.log" | tail -40
-    done
-  done
-}
-
-trace() {
-  local m n
-  for m in ${AB_MODELS:-l8 l7}; do
-    for n in ${AB_NPL:-1 4}; do
-      say "$m B=$n: trace (${AB_NEW_ENV:-})"
-      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --ntg 8 --npl "$n" \
-        --trace "$OUT/trace-$m-$n.json" 2>&1 | tail -3
+      say "$m B=$n: $kind (${AB_NEW_ENV:-})"
+      if [ "$kind" = profile ]; then extra=(--ntg 32 --profile); else extra=(--ntg 8 --trace "$OUT/trace-$m-$n.json"); fi
+      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --npl "$n" "${extra[@]}" 2>&1 |
+        tee -a "$OUT/$kind.log" | tail -40
     done
   done
 }
@@ -116,7 +108,7 @@ table() {
 lent_env "$C"
 for step in "$@"; do
   case $step in
-    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; profile) profile ;; trace) trace ;; table-l8) table l8 ;; table-l7) table l7 ;;
+    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; profile | trace) observe "$step" ;; table-l8) table l8 ;; table-l7) table l7 ;;
     *) echo "batched_lab.sh: unknown step $step"; exit 2 ;;
   esac
 done
