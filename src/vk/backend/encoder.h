@@ -229,7 +229,8 @@ public:
   // this span without a dispatch, once the op is recorded (note_written), until a write to its buffers.
   BufferSpan q8_target(const Q8Source& source);
   // quantize_q8.comp's workgroup for rows of `cols` values: one 4-element group per invocation (a power of two,
-  // 8 .. 1024 and the device limit), so a decode row is one or a few steps.
+  // 8 .. 1024 and the device limit), so a decode row is one or a few steps. record_quantize_q8 caps it at 256 and
+  // runs a row's chunks side by side; the MoE combine, which updates its row in place, keeps one workgroup a row.
   uint32_t q8_workgroup(int64_t cols) const;
   // Whether quantize_q8.comp's workgroup of `local` invocations finds block maxima by subgroup shuffles (its LANES:
   // whole subgroups of at least 8), and the pipeline options that keep them whole.
