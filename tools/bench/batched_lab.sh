@@ -78,14 +78,14 @@ ab() {
 }
 
 # observe profile|trace: greta-vk's per-op shares (--profile, 32 steps) or a Chrome trace of 8 steps into $OUT, for
-# AB_MODELS at AB_NPL.
+# AB_MODELS at AB_NPL, with AB_NEW_ENV (OBSERVE_G: another binary, e.g. .carry/greta-vk-lab).
 observe() {
   local kind=$1 m n extra
   for m in ${AB_MODELS:-l8 l7}; do
     for n in ${AB_NPL:-1 4}; do
       say "$m B=$n: $kind (${AB_NEW_ENV:-})"
       if [ "$kind" = profile ]; then extra=(--ntg 32 --profile); else extra=(--ntg 8 --trace "$OUT/trace-$m-$n.json"); fi
-      env ${AB_ENV:-} ${AB_NEW_ENV:-} "$G" bench "/tmp/$m.gguf" --batched --npp 512 --npl "$n" "${extra[@]}" 2>&1 |
+      env ${AB_ENV:-} ${AB_NEW_ENV:-} "${OBSERVE_G:-$G}" bench "/tmp/$m.gguf" --batched --npp 512 --npl "$n" "${extra[@]}" 2>&1 |
         tee -a "$OUT/$kind.log" | tail -40
     done
   done
