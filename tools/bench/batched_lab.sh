@@ -11,7 +11,7 @@
 # check (the decode kernels' tests) | ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where
 # packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
 # AB_ROUNDS 2, AB_NTG 64; AB_BASE e.g. .carry/greta-vk-lab) | profile, trace (greta-vk's
-# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL) | table-l8, table-l7
+# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another binary) | table-l8, table-l7
 # (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128 --npl TABLE_NPL, by default
 # 1,4,16,32,64; a few minutes each with all three).
 # A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
