@@ -48,7 +48,7 @@ layout(push_constant) uniform Push {
   uint row_bytes; uint rows; uint cols; uint out_row0; uint out_stride; uint n_tokens;
 } pc;
 #include "dequant.glsl"  // dq_k4_scale_min
-#include "q8_rows.glsl"   // q8_biased_float
+#include "q8_rows.glsl"   // Q8_FLOAT_BIAS, q8_biased_scaled
 
 layout(constant_id = 1) const uint FM = 1;  // fragments of 16 tokens: BM = 16 FM
 layout(constant_id = 2) const uint FN = 2;  // fragments of 16 rows per subgroup
@@ -56,7 +56,6 @@ layout(constant_id = 3) const uint WN = 4;  // subgroups
 layout(constant_id = 5) const bool ACCUMULATE = false;  // y += W x
 layout(constant_id = 6) const uint BK = 128;  // 128 or 256
 layout(constant_id = 10) const uint SPLIT_K = 1;
-layout(constant_id = 11) const bool BIASED_SUMS = false;  // BLOCK_MMA's conversion, per type (op_matmul.cpp)
 layout(constant_id = 12) const uint STAGES = 2;  // shared-memory stages of a K step, 1 or 2 (the K loop)
 const uint BLOCKS = BK / 32;
 const uint BM = 16 * FM, SN = 16 * FN, BN = WN * SN;
@@ -309,40 +308,35 @@ void store_x(RawX raw, uint i, uint s) {
   W_STORE(7, s)                                                                                            \
   X_STORE(0, s) X_STORE(1, s) X_STORE(2, s) X_STORE(3, s) H_STORE(s, k0)
 
-// Block b's product for fragment (i, j), scaled into c_ij. BIASED_SUMS: the integer product starts at Q8_FLOAT_BIAS
-// (|sums| of 32 int8 x 6-bit products < 2^22), so each element becomes a float with one add (q8_rows.glsl), where
-// converting the fragment (FRAG_C(p)) takes a conversion instruction per element and block.
+// Block b's product for fragment (i, j), scaled into c_ij. The integer product starts at Q8_FLOAT_BIAS (|sums| of 32
+// int8 x 6-bit products < 2^22), so each element becomes the sum times ws in one fma given wu = q8_unbias(ws)
+// (q8_rows.glsl's q8_biased_scaled; the block scales are f16 times integers of up to 8 bits, exact there), then one
+// fma with xs into c_ij: two instructions per element and block, where converting the fragment (FRAG_C(p)) took a
+// conversion (on a narrower pipe than fma on NVIDIA's SMs) and the scaling by ws * xs, formed per fragment pair, a
+// multiply more (docs/benchmarks.md, "op_matmul.cpp's rules").
 #if defined(WTYPE_Q6_K)
 // Two products per block (ah: X's upper half), scaled by their sub-blocks' ws and wh.
 #define BLOCK_MMA(i, j)                                                                                      \
   if (i < FM && j < FN) {                                                                                   \
-    if (BIASED_SUMS) {                                                                                      \
-      const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                    \
-      const FRAG_I ph = coopMatMulAdd(ah##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                  \
-      for (int e = 0; e < p.length(); ++e)                                                                  \
-        c##i##j[e] += (q8_biased_float(p[e]) * ws##j[e] + q8_biased_float(ph[e]) * wh##j[e]) * xs##i[e];    \
-    } else {                                                                                                \
-      c##i##j += (FRAG_C(coopMatMulAdd(a##i, b##j, FRAG_I(0))) * ws##j +                                    \
-                  FRAG_C(coopMatMulAdd(ah##i, b##j, FRAG_I(0))) * wh##j) * xs##i;                           \
-    }                                                                                                       \
+    const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                      \
+    const FRAG_I ph = coopMatMulAdd(ah##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                    \
+    for (int e = 0; e < p.length(); ++e)                                                                    \
+      c##i##j[e] += (q8_biased_scaled(p[e], ws##j[e], wu##j[e]) +                                           \
+                     q8_biased_scaled(ph[e], wh##j[e], whu##j[e])) * xs##i[e];                              \
   }
 #define A_HI_LOAD(i)                                                                      \
   coopMatLoad(ah##i, codes, s * STAGE + XS_BASE + i * 16u * LDX + X_LO * b + 1u, LDX,      \
               gl_CooperativeMatrixLayoutRowMajor);
 #define WS_HI_LOAD(j)                                                                     \
   coopMatLoad(wh##j, scratch, WS_BASE + s * WSUBS * BN + (2u * b + 1u) * BN + sn * SN + j * 16u, 0, \
-              gl_CooperativeMatrixLayoutRowMajor);
+              gl_CooperativeMatrixLayoutRowMajor);                                              \
+  whu##j = wh##j * q8_unbias(1.0);
 #define WS_SUB (2u * b)
 #else
 #define BLOCK_MMA(i, j)                                                                                      \
   if (i < FM && j < FN) {                                                                                   \
-    if (BIASED_SUMS) {                                                                                      \
-      const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                    \
-      const FRAG_C scale = ws##j * xs##i;                                                                   \
-      for (int e = 0; e < p.length(); ++e) c##i##j[e] += q8_biased_float(p[e]) * scale[e];                  \
-    } else {                                                                                                \
-      c##i##j += FRAG_C(coopMatMulAdd(a##i, b##j, FRAG_I(0))) * ws##j * xs##i;                              \
-    }                                                                                                       \
+    const FRAG_I p = coopMatMulAdd(a##i, b##j, FRAG_I(Q8_FLOAT_BIAS));                                      \
+    for (int e = 0; e < p.length(); ++e) c##i##j[e] += q8_biased_scaled(p[e], ws##j[e], wu##j[e]) * xs##i[e]; \
   }
 #define A_HI_LOAD(i)
 #define WS_HI_LOAD(j)
@@ -358,6 +352,7 @@ void store_x(RawX raw, uint i, uint s) {
   if (j < FN) {                                                                                             \
     coopMatLoad(b##j, codes, s * STAGE + (sn * SN + j * 16u) * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutColumnMajor); \
     coopMatLoad(ws##j, scratch, WS_BASE + s * WSUBS * BN + WS_SUB * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor); \
+    wu##j = ws##j * q8_unbias(1.0);                                                                         \
     WS_HI_LOAD(j)                                                                                           \
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
@@ -374,6 +369,7 @@ void store_x(RawX raw, uint i, uint s) {
       FRAG_A a0, a1, a2, a3, ah0, ah1, ah2, ah3;                                                             \
       FRAG_B b0, b1, b2, b3;                                                                                 \
       FRAG_C xs0, xs1, xs2, xs3, ws0, ws1, ws2, ws3, wh0, wh1, wh2, wh3;                                     \
+      FRAG_C wu0, wu1, wu2, wu3, whu0, whu1, whu2, whu3; /* q8_unbias(ws), q8_unbias(wh) */                  \
       A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)                                                                \
       B_LOAD(0) B_LOAD(1) B_LOAD(2) B_LOAD(3)                                                                \
       MMA_ROW(0) MMA_ROW(1) MMA_ROW(2) MMA_ROW(3)                                                            \

@@ -437,10 +437,10 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
 // (10 K steps of 128: uneven splits; Q6_K's 210-byte super-blocks at both word alignments), with and without the
 // fused residual add (at 16, 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge
 // blocks), on the automatic tile and split (past 32 tokens: 64 rows on four subgroups, 3 splits for Q4_0 and 2 for
-// Q4_K, whose block sums are biased integers, as Q6_K's: matmul_coopmat_q8's BIASED_SUMS; Q6_K past 16 tokens takes
-// the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two fragments; one subgroup; 64 tokens on 4
-// fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the edge tiles in the scales' space; K
-// steps of 256), which run Q6_K at any count.
+// Q4_K; Q6_K past 16 tokens takes the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two
+// fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the
+// edge tiles in the scales' space; K steps of 256), which run Q6_K at any count. Every type's block sums are biased
+// integers scaled in one fma (q8_rows.glsl's q8_biased_scaled).
 TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: partial tiles, splits, residual") {
   uint32_t seed = 1700;
   if (!device_has_coopmat()) {

@@ -217,13 +217,6 @@ constexpr int64_t kQ8GemmMaxTokens = 64;
 // Forced tiles (GRETA_VK_GEMM_Q8) run it at any count.
 constexpr int64_t kQ6GemmMaxTokens = 16;
 
-// matmul_coopmat_q8's BIASED_SUMS: each block's integer products become floats by one add instead of a conversion.
-// On for Q4_K and Q6_K, off for Q4_0, which it slowed at 64 tokens. The measurements behind the int8 GEMM's range,
-// Q6_K's and these sums: docs/benchmarks.md, "op_matmul.cpp's rules".
-bool q8_gemm_biased_sums(model::GgmlType type) {
-  return type == model::GgmlType::Q4_K || type == model::GgmlType::Q6_K;
-}
-
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
   uint32_t split = 0;                         // split-K (fewer where K has fewer steps); 0: coopmat_split's rule
@@ -371,7 +364,7 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const ShaderId id = weight_shader(WeightKernel::matmul_coopmat_q8, w.type);
   const auto& p = e.pipeline(
       id, {{0, t.wn * sg}, {1, t.fm}, {2, t.fn}, {3, t.wn}, {5, accumulate}, {6, t.bk}, {10, split},
-           {11, q8_gemm_biased_sums(w.type)}, {12, q8_gemm_stages(t)}},
+           {12, q8_gemm_stages(t)}},
       options);
   e.dispatch(p, {w.matrix.chunk(0).span(), x, out, sk.partials}, as_push(push), {grid[0], grid[1], split});
   e.note_variant(cat(shader_blob(id).name, " ", bm, "x", bn, "x", t.bk, split > 1 ? cat(" split-K ", split) : ""));
