@@ -309,7 +309,7 @@ void store_x(RawX raw, uint i, uint s) {
   X_STORE(0, s) X_STORE(1, s) X_STORE(2, s) X_STORE(3, s) H_STORE(s, k0)
 
 // Block b's product for fragment (i, j), scaled into c_ij. The integer product starts at Q8_FLOAT_BIAS (|sums| of 32
-// int8 x 6-bit products < 2^22), so each element becomes the sum times ws in one fma given wu = q8_unbias(ws)
+// int8 x 6-bit products < 2^22), so each element becomes the sum times ws in one fma given wu = Q8_UNBIAS * ws
 // (q8_rows.glsl's q8_biased_scaled; the block scales are f16 times integers of up to 8 bits, exact there), then one
 // fma with xs into c_ij: two instructions per element and block, where converting the fragment (FRAG_C(p)) took a
 // conversion (on a narrower pipe than fma on NVIDIA's SMs) and the scaling by ws * xs, formed per fragment pair, a
@@ -330,7 +330,7 @@ void store_x(RawX raw, uint i, uint s) {
 #define WS_HI_LOAD(j)                                                                     \
   coopMatLoad(wh##j, scratch, WS_BASE + s * WSUBS * BN + (2u * b + 1u) * BN + sn * SN + j * 16u, 0, \
               gl_CooperativeMatrixLayoutRowMajor);                                              \
-  whu##j = wh##j * q8_unbias(1.0);
+  whu##j = wh##j * Q8_UNBIAS;
 #define WS_SUB (2u * b)
 #else
 #define BLOCK_MMA(i, j)                                                                                      \
@@ -352,7 +352,7 @@ void store_x(RawX raw, uint i, uint s) {
   if (j < FN) {                                                                                             \
     coopMatLoad(b##j, codes, s * STAGE + (sn * SN + j * 16u) * LDS + 2u * b, LDS, gl_CooperativeMatrixLayoutColumnMajor); \
     coopMatLoad(ws##j, scratch, WS_BASE + s * WSUBS * BN + WS_SUB * BN + sn * SN + j * 16u, 0, gl_CooperativeMatrixLayoutRowMajor); \
-    wu##j = ws##j * q8_unbias(1.0);                                                                         \
+    wu##j = ws##j * Q8_UNBIAS;                                                                              \
     WS_HI_LOAD(j)                                                                                           \
   }
 #define MMA_ROW(i) BLOCK_MMA(i, 0) BLOCK_MMA(i, 1) BLOCK_MMA(i, 2) BLOCK_MMA(i, 3)
@@ -369,7 +369,7 @@ void store_x(RawX raw, uint i, uint s) {
       FRAG_A a0, a1, a2, a3, ah0, ah1, ah2, ah3;                                                             \
       FRAG_B b0, b1, b2, b3;                                                                                 \
       FRAG_C xs0, xs1, xs2, xs3, ws0, ws1, ws2, ws3, wh0, wh1, wh2, wh3;                                     \
-      FRAG_C wu0, wu1, wu2, wu3, whu0, whu1, whu2, whu3; /* q8_unbias(ws), q8_unbias(wh) */                  \
+      FRAG_C wu0, wu1, wu2, wu3, whu0, whu1, whu2, whu3; /* Q8_UNBIAS ws, Q8_UNBIAS wh */                    \
       A_LOAD(0) A_LOAD(1) A_LOAD(2) A_LOAD(3)                                                                \
       B_LOAD(0) B_LOAD(1) B_LOAD(2) B_LOAD(3)                                                                \
       MMA_ROW(0) MMA_ROW(1) MMA_ROW(2) MMA_ROW(3)                                                            \

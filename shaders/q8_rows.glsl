@@ -20,12 +20,12 @@ uint q8_scale_bits(float block_max) { return floatBitsToUint(block_max / 127.0);
 // Integer sums of int8 products as scaled floats without a conversion instruction (conversions issue on a narrower
 // pipe than fma on NVIDIA's SMs): an integer sum i (|i| < 2^22) started at Q8_FLOAT_BIAS holds the bits of the float
 // 1.5 * 2^23 + i, exactly (the ulp there is 1), and q8_biased_scaled makes i s of it in one fma, (1.5 * 2^23 + i) s -
-// 1.5 * 2^23 s, given unbias_s = q8_unbias(s). Where s has at most 22 significant bits (an f16 scale times an integer
+// 1.5 * 2^23 s, given unbias_s = Q8_UNBIAS * s. Where s has at most 22 significant bits (an f16 scale times an integer
 // of up to 8 bits: the weights' block scales), unbias_s is exact and a fused fma rounds i s once, as converting i and
 // multiplying does; an fma done as a multiply and an add (Vulkan allows it) would round the product
 // (1.5 * 2^23 + i) s, to about s.
 const int Q8_FLOAT_BIAS = 0x4B400000;
-float q8_unbias(float s) { return -12582912.0 * s; }
+const float Q8_UNBIAS = -12582912.0;  // -1.5 * 2^23
 float q8_biased_scaled(int biased, float s, float unbias_s) { return fma(intBitsToFloat(biased), s, unbias_s); }
 
 #if defined(Q8_FROM_LANES)
