@@ -219,6 +219,7 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   auto push_props = vk_struct<VkPhysicalDevicePushDescriptorPropertiesKHR>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PUSH_DESCRIPTOR_PROPERTIES_KHR);
   auto host_props = vk_struct<VkPhysicalDeviceExternalMemoryHostPropertiesEXT>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT);
   auto sm_props = vk_struct<VkPhysicalDeviceShaderSMBuiltinsPropertiesNV>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV);
+  auto dot_props = vk_struct<VkPhysicalDeviceShaderIntegerDotProductProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES);
   auto core_props = vk_struct<VkPhysicalDeviceShaderCorePropertiesAMD>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD);
   const bool have_sm = has(exts, VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME);
   const bool have_core = has(exts, VK_AMD_SHADER_CORE_PROPERTIES_EXTENSION_NAME);
@@ -234,7 +235,10 @@ DeviceInfo query_device_info(const Instance& instance, VkPhysicalDevice device, 
   if (size_control) pc.add(size_props);
   const bool have_maint4 = v13 || has(exts, VK_KHR_MAINTENANCE_4_EXTENSION_NAME);
   if (have_maint4) pc.add(maint4);
+  const bool have_dot = v13 || info.has_integer_dot_product_ext;
+  if (have_dot) pc.add(dot_props);
   vkGetPhysicalDeviceProperties2(device, &props2);
+  info.integer_dot_product_accelerated = have_dot && dot_props.integerDotProduct4x8BitPackedSignedAccelerated;
 
   if (v11) {
     info.subgroup_size = subgroup.subgroupSize;

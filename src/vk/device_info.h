@@ -87,6 +87,9 @@ struct DeviceInfo {
   bool storage_buffer_8bit = false;
   bool subgroup_extended_types = false;  // subgroup operations on 8/16/64-bit types
   bool integer_dot_product = false;      // shaderIntegerDotProduct
+  // integerDotProduct4x8BitPackedSignedAccelerated: the driver says dotPacked4x8EXT on signed bytes (the int8 decode
+  // kernels' instruction) is faster than the multiplies it stands for (false on lavapipe, which emulates it).
+  bool integer_dot_product_accelerated = false;
   bool timeline_semaphore = false;
   bool vulkan_memory_model = false;
   bool vulkan_memory_model_device_scope = false;

@@ -23,6 +23,7 @@
 #include "vk_ops_compare.h"
 #include "vk_test_util.h"
 #include "vk/backend/vk_backend.h"
+#include "vk/instance.h"
 
 using namespace greta;
 using namespace greta::engine;
@@ -167,6 +168,23 @@ TEST_CASE("vk int8-activation matvec: within the rounding bound of the exact pro
       }
   }
   CHECK(q8_cases == 99);  // (13 quantized types x 2 row lengths + 7 legacy types at 128 columns) x 3 token counts
+}
+
+// Unset, VkBackendOptions::q8_activations follows the device's accelerated packed dot product (lavapipe emulates it:
+// its decode steps ran 3x slower on int8 activations); true forces them wherever shaderIntegerDotProduct exists.
+TEST_CASE("vk int8 activations: by default where the packed int8 dot product is accelerated, else when asked") {
+  const std::vector<vk::DeviceInfo> devices = vk::list_devices();
+  const int index = vk::pick_default_device(devices);
+  REQUIRE(index >= 0);
+  const vk::DeviceInfo& info = devices[size_t(index)];
+  CAPTURE(info.name);
+  vk::VkBackendOptions options;
+  CHECK(vk::uses_int8_activations(*vk::test::test_backend(options)) ==
+        (info.integer_dot_product && info.integer_dot_product_accelerated));
+  options.q8_activations = true;
+  CHECK(vk::uses_int8_activations(*vk::test::test_backend(options)) == info.integer_dot_product);
+  options.q8_activations = false;
+  CHECK(!vk::uses_int8_activations(*vk::test::test_backend(options)));
 }
 
 TEST_CASE("vk embedding lookup: every weight type, bit-identical to the CPU") {

@@ -75,7 +75,8 @@ void print_device(const vk::DeviceInfo& d, bool is_default) {
               yes_no(d.shader_float16), yes_no(d.shader_int8), yes_no(d.shader_int16), yes_no(d.shader_int64),
               yes_no(d.storage_buffer_16bit), yes_no(d.storage_buffer_8bit));
   std::printf("    %-18s subgroup extended types %s, integer dot product %s, memory model %s, timeline semaphores %s\n",
-              "shader features", yes_no(d.subgroup_extended_types), yes_no(d.integer_dot_product),
+              "shader features", yes_no(d.subgroup_extended_types),
+              d.integer_dot_product ? (d.integer_dot_product_accelerated ? "yes (accelerated)" : "yes (emulated)") : "no",
               yes_no(d.vulkan_memory_model), yes_no(d.timeline_semaphore));
   if (!d.has_cooperative_matrix) {
     std::printf("    %-18s none (no VK_KHR_cooperative_matrix)\n", "coopmat");

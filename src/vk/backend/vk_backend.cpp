@@ -129,7 +129,8 @@ public:
   std::string name() const override { return cat("vulkan: ", context_->info().name); }
   const Context& context() const { return *context_; }
   bool int8_activations() const {
-    return options_.q8_activations && context_->features().integer_dot_product &&
+    const bool wanted = options_.q8_activations.value_or(context_->info().integer_dot_product_accelerated);
+    return wanted && context_->features().integer_dot_product &&
            shader_available(ShaderId::matvec_q8_q4_0);  // built when glslang has GL_EXT_integer_dot_product
   }
   bool cooperative_matrix() const {

@@ -55,8 +55,11 @@ struct VkBackendOptions {
   // (every down-projection workgroup recomputes silu over the whole row; docs/benchmarks.md).
   std::optional<unsigned> fusions;
   // Decode matvecs of quantized weights quantize their input to int8 per 32 elements and take integer dot products
-  // (op_matvec.cpp), on devices with shaderIntegerDotProduct; GRETA_VK_MATVEC_Q8=0|1 overrides it.
-  bool q8_activations = true;
+  // (op_matvec.cpp). Unset: where the device's packed int8 dot product is accelerated (DeviceInfo::
+  // integer_dot_product_accelerated); lavapipe emulates it, and its decode steps ran 3x slower on them than on f32
+  // activations. true: wherever shaderIntegerDotProduct exists (tests of the int8 kernels on lavapipe); false: never.
+  // GRETA_VK_MATVEC_Q8=0|1 overrides it.
+  std::optional<bool> q8_activations;
   // Device-local bytes the backend may use at most (0: the device's): its memory_capacity() and every allocation
   // keep within it (`--device-memory-limit`, to run as a smaller GPU would).
   uint64_t device_memory_limit = 0;
@@ -92,7 +95,7 @@ std::vector<std::string> validation_messages(const engine::Backend& backend);
 // matmuls with non-F32 weights then use (f16 operands: NMSE ~1e-7..1e-6 per op instead of ~1e-13).
 bool uses_cooperative_matrix(const engine::Backend& backend);
 // True when the backend's decode matvecs of quantized weights take int8 activations (VkBackendOptions::
-// q8_activations on a device with integer dot products): NMSE ~1e-5 per such op against the f32 reference.
+// q8_activations, by default on a device with accelerated integer dot products): NMSE ~1e-5 per such op against the f32 reference.
 bool uses_int8_activations(const engine::Backend& backend);
 
 // Prefill matmul tiles (tuning.h). `backend` must come from create_vk_backend.
