@@ -454,8 +454,8 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
 // 16 (5, 33) and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row length of 256 and one of 1280
 // (10 K steps of 128: uneven splits; Q6_K's 210-byte super-blocks at both word alignments), with and without the
 // fused residual add (at 16, 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge
-// blocks), on the automatic tile and split (past 32 tokens: 64 rows on four subgroups, 3 splits for Q4_0 and 2 for
-// Q4_K; Q6_K past 16 tokens takes the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two
+// blocks), on the automatic tile and split (17-32 tokens: 64 rows on four subgroups for Q4_0 and Q4_K; past 32:
+// the same, 3 splits for Q4_0 and 2 for Q4_K; Q6_K past 32 tokens takes the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two
 // fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the
 // edge tiles in the scales' space; K steps of 256), which run Q6_K at any count. Every type's block sums are biased
 // integers scaled in one fma (q8_rows.glsl's q8_biased_scaled).
@@ -500,8 +500,9 @@ TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: p
           const vk::test::ScopedEnv tile_env("GRETA_VK_GEMM_Q8", v.tile);
           const vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", v.split);
           const std::string kernels = matmul_kernels(type, n, cols, rows, residual, vk::MatmulKernel::coopmat, seed);
-          const bool int8_gemm = v.tile || type != GgmlType::Q6_K || n <= 16;
+          const bool int8_gemm = v.tile || type != GgmlType::Q6_K || n <= 32;
           CHECK_MESSAGE(has(kernels, "matmul_coopmat_q8") == int8_gemm, kernels);
+          if (!v.tile && n == 32) CHECK_MESSAGE(has(kernels, "32x64x128") == (type != GgmlType::Q6_K), kernels);
           if (v.split && std::string_view(v.split) != "1" && cols == 1280)
             CHECK_MESSAGE(has(kernels, cat("split-K ", v.split).c_str()), kernels);
         }

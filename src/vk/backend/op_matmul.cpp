@@ -212,10 +212,10 @@ uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32
 // than the f16 GEMM in the model (Q4_K's long-K matrix loses on the kernel bench at 32 tokens, but whole blocks add
 // the residual as fragments, and the step gains; Q4_K at 33-64 tokens with its integer sums biased).
 constexpr int64_t kQ8GemmMaxTokens = 64;
-// Q6_K (two integer products per block: its scales are per 16 elements) only up to 16 tokens, where the step gains
-// more than the kernels (a Q6_K attn_v also spares its rmsnorm the f16 copy); even at 32 tokens, a loss at 64.
-// Forced tiles (GRETA_VK_GEMM_Q8) run it at any count.
-constexpr int64_t kQ6GemmMaxTokens = 16;
+// Q6_K (two integer products per block: its scales are per 16 elements) only up to 32 tokens: once every block's
+// scale went into the unbiasing fma, the 8B's steps at 32 sequences gained 1 % with it (a Q6_K attn_v also spares its
+// rmsnorm the f16 copy), where at 64 they lost 5 % (H200). Forced tiles (GRETA_VK_GEMM_Q8) run it at any count.
+constexpr int64_t kQ6GemmMaxTokens = 32;
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
@@ -273,14 +273,22 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
     return t;
   }
   if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
-  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). Above 32
-  // tokens, four subgroups (64 rows) and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64
-  // tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps
-  // about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM. Q4_K's wide tile takes K steps of 256
-  // in one stage (half the barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 %
-  // faster on the H200, where Q4_0's lost 8 % and every tile of up to 32 tokens lost (docs/benchmarks.md,
-  // "op_matmul.cpp's rules").
+  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). At 17-32
+  // tokens Q4_0 and Q4_K take four subgroups (64 rows, split-K as the rule's 4): X's 32 rows are staged once per 64
+  // weight rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.4 %, the 7B's +2.7 %; Q6_K's
+  // own wide tile not measured). Above 32 tokens, four subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared
+  // memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows
+  // instead of 32, and the grid keeps about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM.
+  // Q4_K's wide tile takes K steps of 256 in one stage (half the barriers and staging rounds per weight byte): the
+  // 8B's steps at 48-64 sequences 3-4 % faster on the H200, where Q4_0's lost 8 % and every 256-step tile of up to 32
+  // tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
+  if (t.fm == 2 && type != model::GgmlType::Q6_K) {
+    Q8GemmTile wide = t;
+    wide.wn = 4;
+    wide.split = 4;
+    if (q8_tile_fits(e, type, wide)) return wide;
+  }
   if (t.fm > 2) {
     Q8GemmTile wide = t;
     wide.wn = 4;
