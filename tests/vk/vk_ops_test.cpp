@@ -449,16 +449,16 @@ TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K,
           }
 }
 
-// The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0, Q4_K and Q6_K on int8
-// activations; H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of
-// 16 (5, 33) and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row length of 256 and one of 1280
-// (10 K steps of 128: uneven splits; Q6_K's 210-byte super-blocks at both word alignments), with and without the
-// fused residual add (at 16, 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge
-// blocks), on the automatic tile and split (17-32 tokens: 64 rows on four subgroups for Q4_0 and Q4_K; past 32:
-// the same, 3 splits for Q4_0 and 2 for Q4_K; Q6_K past 32 tokens takes the f16 GEMM), forced splits (1, 3) and forced tiles (two subgroups of two
-// fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that fills 48 KiB with the
-// edge tiles in the scales' space; K steps of 256), which run Q6_K at any count. Every type's block sums are biased
-// integers scaled in one fma (q8_rows.glsl's q8_biased_scaled).
+// The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0, Q4_K and Q6_K on int8 activations;
+// H200 and other devices with 16x16x32 s8 cooperative matrices): token counts that leave partial tiles of 16 (5, 33)
+// and whole ones (16, 32, 64), rows that leave partial tiles (101, 165), a row length of 256 and one of 1280 (10 K
+// steps of 128: uneven splits; Q6_K's 210-byte super-blocks at both word alignments), with and without the fused
+// residual add (at 16, 32 and 33 tokens: whole blocks, which add y's block loaded as a fragment, and edge blocks), on
+// the automatic tile and split (17-32 tokens: 64 rows on four subgroups for Q4_0 and Q4_K; past 32: the same, 3 splits
+// for Q4_0 and 2 for Q4_K; Q6_K past 32 tokens takes the f16 GEMM), forced splits (1, 3) and forced tiles (two
+// subgroups of two fragments; one subgroup; 64 tokens on 4 fragments, 32 or 64 rows, the latter Q4_K's tile that fills
+// 48 KiB with the edge tiles in the scales' space; K steps of 256), which run Q6_K at any count. Every type's block
+// sums are biased integers scaled in one fma (q8_rows.glsl's q8_biased_scaled).
 TEST_CASE("vk int8 cooperative-matrix GEMM (Q4_0, Q4_K, Q6_K) matches the CPU: partial tiles, splits, residual") {
   uint32_t seed = 1700;
   if (!device_has_coopmat()) {

@@ -273,15 +273,15 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
     return t;
   }
   if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
-  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). At 17-32
-  // tokens Q4_0 and Q4_K take four subgroups (64 rows, split-K as the rule's 4): X's 32 rows are staged once per 64
-  // weight rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.4 %, the 7B's +2.7 %; Q6_K's
-  // own wide tile not measured). Above 32 tokens, four subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared
-  // memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows
-  // instead of 32, and the grid keeps about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM.
-  // Q4_K's wide tile takes K steps of 256 in one stage (half the barriers and staging rounds per weight byte): the
-  // 8B's steps at 48-64 sequences 3-4 % faster on the H200, where Q4_0's lost 8 % and every 256-step tile of up to 32
-  // tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
+  // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). At 17-32 tokens
+  // Q4_0 and Q4_K take four subgroups (64 rows, split-K as the rule's 4): X's 32 rows are staged once per 64 weight
+  // rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.7 %, the 7B's +2.9 %; Q6_K on four
+  // subgroups too: the 8B +1-2.5 %, the 7B, whose Q6_K is its output projection, -1.6 %). Above 32 tokens, four
+  // subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48
+  // KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as many subgroups.
+  // Q4_K's narrower tiles there lost to the f16 GEMM. Q4_K's wide tile takes K steps of 256 in one stage (half the
+  // barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 % faster on the H200, where
+  // Q4_0's lost 8 % and every 256-step tile of up to 32 tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
   if (t.fm == 2 && type != model::GgmlType::Q6_K) {
     Q8GemmTile wide = t;

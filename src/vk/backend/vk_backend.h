@@ -95,7 +95,8 @@ std::vector<std::string> validation_messages(const engine::Backend& backend);
 // matmuls with non-F32 weights then use (f16 operands: NMSE ~1e-7..1e-6 per op instead of ~1e-13).
 bool uses_cooperative_matrix(const engine::Backend& backend);
 // True when the backend's decode matvecs of quantized weights take int8 activations (VkBackendOptions::
-// q8_activations, by default on a device with accelerated integer dot products): NMSE ~1e-5 per such op against the f32 reference.
+// q8_activations, by default on a device with accelerated integer dot products): NMSE ~1e-5 per such op against the
+// f32 reference.
 bool uses_int8_activations(const engine::Backend& backend);
 
 // Prefill matmul tiles (tuning.h). `backend` must come from create_vk_backend.
