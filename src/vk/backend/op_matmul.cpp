@@ -283,19 +283,13 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   // barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 % faster on the H200, where
   // Q4_0's lost 8 % and every 256-step tile of up to 32 tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
-  if (t.fm == 2 && type != model::GgmlType::Q6_K) {
+  if (t.fm >= 2 && type != model::GgmlType::Q6_K) {  // Q6_K reaches here only up to 32 tokens
     Q8GemmTile wide = t;
     wide.wn = 4;
-    wide.split = 4;
+    wide.split = t.fm == 2 ? 4 : type == model::GgmlType::Q4_0 ? 3 : 2;
+    if (t.fm > 2 && type == model::GgmlType::Q4_K && op.in_features % 256 == 0) wide.bk = 256;
     if (q8_tile_fits(e, type, wide)) return wide;
-  }
-  if (t.fm > 2) {
-    Q8GemmTile wide = t;
-    wide.wn = 4;
-    wide.split = type == model::GgmlType::Q4_0 ? 3 : 2;
-    if (type == model::GgmlType::Q4_K && op.in_features % 256 == 0) wide.bk = 256;
-    if (q8_tile_fits(e, type, wide)) return wide;
-    if (type == model::GgmlType::Q4_K) return std::nullopt;
+    if (t.fm > 2 && type == model::GgmlType::Q4_K) return std::nullopt;
   }
   if (!q8_tile_fits(e, type, t)) return std::nullopt;
   return t;
