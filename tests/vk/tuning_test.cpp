@@ -43,9 +43,12 @@ DeviceKey some_device(const char* name) {
   return make_device_key(0x10de, 0x2330, 0x91b7c000, uuid, name);
 }
 
-std::unique_ptr<engine::Backend> backend_in(const fs::path& cache_dir) {
+// A backend with its own cache directory, taking the experiment switches (GRETA_VK_COOPMAT_TILE...) from the
+// environment unless `switches` is false.
+std::unique_ptr<engine::Backend> backend_in(const fs::path& cache_dir, bool switches = true) {
   VkBackendOptions o;
   o.cache_dir = cache_dir.string();
+  if (switches) o.switches = ExperimentSwitches::from_environment();
   return create_vk_backend(o);
 }
 
@@ -227,38 +230,40 @@ TEST_CASE("coopmat tile validity and shared-memory stages") {
 // split 4 ways up to 32 tokens, else 2 widened while one wave of two workgroups per compute unit holds the grid.
 TEST_CASE("coopmat split-K: prefill, batched steps and the one-wave widening at 33-64 tokens") {
   vt::ScopedEnv no_split("GRETA_VK_GEMM_SPLIT", nullptr);
+  const ExperimentSwitches env = ExperimentSwitches::from_environment();
   DeviceInfo h200;
   h200.compute_units = 132;  // a wave: 264 workgroups
   // Prefill (512 tokens on 128 x 128 tiles): 32 x 4 workgroups of 64 K steps split twice when alone, never when not.
-  CHECK(coopmat_split(4 * 32, 64, true, 512, h200) == 1);
-  CHECK(coopmat_split(4 * 8, 64, true, 512, h200) == 4);
-  CHECK(coopmat_split(4 * 8, 64, false, 512, h200) == 1);
-  CHECK(coopmat_split(4 * 8, 16, true, 512, h200) == 1);  // 16 K steps per split at least
+  CHECK(coopmat_split(4 * 32, 64, true, 512, h200, env) == 1);
+  CHECK(coopmat_split(4 * 8, 64, true, 512, h200, env) == 4);
+  CHECK(coopmat_split(4 * 8, 64, false, 512, h200, env) == 1);
+  CHECK(coopmat_split(4 * 8, 16, true, 512, h200, env) == 1);  // 16 K steps per split at least
   // 16 and 32 tokens: 4 splits whatever the grid; at least 8 K steps each.
-  CHECK(coopmat_split(64, 32, true, 16, h200) == 4);
-  CHECK(coopmat_split(448, 112, false, 32, h200) == 4);
-  CHECK(coopmat_split(64, 16, true, 32, h200) == 2);
+  CHECK(coopmat_split(64, 32, true, 16, h200, env) == 4);
+  CHECK(coopmat_split(448, 112, false, 32, h200, env) == 4);
+  CHECK(coopmat_split(64, 16, true, 32, h200, env) == 2);
   // 64 tokens: down (64 tiles, 112 K steps of 128) and attn_output (64, 32) widen to 4, K (16 tiles) to 4 (8 K steps
   // each), gate (224 tiles) and the output matrix (2004) stay at 2.
-  CHECK(coopmat_split(64, 112, true, 64, h200) == 4);
-  CHECK(coopmat_split(64, 32, false, 64, h200) == 4);
-  CHECK(coopmat_split(16, 32, false, 64, h200) == 4);
-  CHECK(coopmat_split(224, 32, true, 64, h200) == 2);
-  CHECK(coopmat_split(2004, 32, true, 64, h200) == 2);
-  CHECK(coopmat_split(64, 112, true, 48, h200) == 4);
+  CHECK(coopmat_split(64, 112, true, 64, h200, env) == 4);
+  CHECK(coopmat_split(64, 32, false, 64, h200, env) == 4);
+  CHECK(coopmat_split(16, 32, false, 64, h200, env) == 4);
+  CHECK(coopmat_split(224, 32, true, 64, h200, env) == 2);
+  CHECK(coopmat_split(2004, 32, true, 64, h200, env) == 2);
+  CHECK(coopmat_split(64, 112, true, 48, h200, env) == 4);
   // The int8 GEMM's own split (Q4_0: 3) widens the same way: 7B down (64 tiles, 86 K steps) 3 -> 4, gate (172) stays.
   CHECK(widen_batched_split(3, 64, 86, h200) == 4);
   CHECK(widen_batched_split(3, 172, 32, h200) == 3);
   // A device that reports no compute units counts 128 (a wave of 256); an 8-CU APU (a wave of 16) does not widen.
   DeviceInfo unknown, apu;
   apu.compute_units = 8;
-  CHECK(coopmat_split(64, 112, true, 64, unknown) == 4);
-  CHECK(coopmat_split(160, 112, true, 64, unknown) == 2);
-  CHECK(coopmat_split(64, 112, true, 64, apu) == 2);
-  // GRETA_VK_GEMM_SPLIT forces its count (within the K steps) on every rule.
+  CHECK(coopmat_split(64, 112, true, 64, unknown, env) == 4);
+  CHECK(coopmat_split(160, 112, true, 64, unknown, env) == 2);
+  CHECK(coopmat_split(64, 112, true, 64, apu, env) == 2);
+  // GRETA_VK_GEMM_SPLIT forces its count (within the K steps) on every rule, where the switches are taken.
   vt::ScopedEnv forced("GRETA_VK_GEMM_SPLIT", "3");
-  CHECK(coopmat_split(64, 112, true, 64, h200) == 3);
-  CHECK(coopmat_split(4 * 32, 2, true, 512, h200) == 2);
+  CHECK(coopmat_split(64, 112, true, 64, h200, ExperimentSwitches()) == 4);
+  CHECK(coopmat_split(64, 112, true, 64, h200, env) == 3);
+  CHECK(coopmat_split(4 * 32, 2, true, 512, h200, env) == 2);
 }
 
 TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles are ignored") {
@@ -308,6 +313,13 @@ TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles
     auto vk = backend_in(dir);
     const CaseResult r = run_matmul(*vk, type);
     CHECK(r.kernels.find(tile_name(kernel, from_env) + " (env)") != std::string::npos);
+    CHECK(r.nmse <= limit_for(r.kernels));
+  }
+  SUBCASE("a backend without experiment switches ignores the environment") {
+    vt::ScopedEnv env(env_name, tile_name(kernel, from_env).c_str());
+    auto vk = backend_in(dir, /*switches=*/false);
+    const CaseResult r = run_matmul(*vk, type);
+    CHECK_MESSAGE(r.kernels.find(kernel_name + tile_name(kernel, cached) + " (tuned)") != std::string::npos, r.kernels);
     CHECK(r.nmse <= limit_for(r.kernels));
   }
   SUBCASE("a bad environment value is a one-line error") {
@@ -438,4 +450,25 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   const vt::ProcessResult bad = vt::run_process({GRETA_VK_CLI, "tune", model, "--batch", "4"}, env);
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("--batch 4: expected token counts of 5..") != std::string::npos);
+}
+
+// The experiment switches (experiment_switches.h) reach `greta-vk bench` only: `run` with a bad switch value in its
+// environment runs the model as usual, `bench` (single and batched) stops with the switch's one-line error.
+TEST_CASE("greta-vk: only bench reads the experiment switches") {
+  const std::string model = gt::shared_path("models/synth-llama-d256-q4_0.gguf");
+  const std::vector<std::string> env = {"GRETA_VK_MATMUL=bogus"};
+  const vt::ProcessResult run =
+      vt::run_process({GRETA_VK_CLI, "run", model, "-p", "Once upon", "-n", "2", "--temp", "0", "--backend", "vk"}, env);
+  CAPTURE(run.output);
+  CHECK(run.exit_code == 0);
+  CHECK(run.output.find("GRETA_VK_MATMUL") == std::string::npos);
+  for (const std::vector<std::string>& bench :
+       {std::vector<std::string>{GRETA_VK_CLI, "bench", model, "--backend", "vk", "-p", "8", "-n", "2", "-r", "1"},
+        std::vector<std::string>{GRETA_VK_CLI, "bench", model, "--backend", "vk", "--batched", "--npp", "8", "--ntg",
+                                 "2", "--npl", "2"}}) {
+    const vt::ProcessResult r = vt::run_process(bench, env);
+    CAPTURE(r.output);
+    CHECK(r.exit_code == 1);
+    CHECK(r.output.find("GRETA_VK_MATMUL=bogus: expected auto, tiled, coopmat or matvec") != std::string::npos);
+  }
 }

@@ -19,11 +19,13 @@ inline std::shared_ptr<SharedVkDevice> shared_test_device() {
 }
 
 // A backend with `options` on the shared device; the options' device, validation and cache_dir must be the defaults.
+// Tests force kernels through the experiment switches (GRETA_VK_GEMM_Q8=..., ScopedEnv), as the benches do.
 inline std::unique_ptr<engine::Backend> test_backend(VkBackendOptions options = {}) {
   REQUIRE(options.device == -1);
   REQUIRE(!options.validation);
   REQUIRE(options.cache_dir.empty());
   options.shared_device = shared_test_device();
+  options.switches = ExperimentSwitches::from_environment();
   return create_vk_backend(options);
 }
 

@@ -97,6 +97,7 @@ OpBench::OpBench(std::string name, const OpBenchOptions& options)
     o.device = device;
     o.validation = validation;
     o.matmul = spec.kernel;
+    o.switches = vk::ExperimentSwitches::from_environment();  // GRETA_VK_MATVEC=... and the like, for measurements
     return vk::create_vk_backend(o);
   };
   backend_.kernel_name = [](const engine::OpCase&, const engine::PreparedPlan& prepared) {

@@ -46,6 +46,7 @@ std::string coopmat_missing(OpBench& bench, GgmlType type) {
   vk::VkBackendOptions o;
   o.device = bench.options().device;
   o.matmul = vk::MatmulKernel::coopmat;
+  o.switches = vk::ExperimentSwitches::from_environment();
   try {
     auto backend = vk::create_vk_backend(o);
     probe.c.load_and_prepare(*backend);

@@ -64,6 +64,7 @@ BackendChoice make_vk(const BackendRequest& request) {
   vk::VkBackendOptions options;
   options.device = int(request.device);
   options.device_memory_limit = request.device_memory_limit;
+  if (request.experiment_switches) options.switches = vk::ExperimentSwitches::from_environment();
   BackendChoice choice;
   choice.backend = vk::create_vk_backend(options);
   const std::string name = choice.backend->name();  // "vulkan: <device>"

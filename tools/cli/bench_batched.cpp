@@ -140,7 +140,9 @@ int run_batched_bench(const Args& args) {
 
   const std::string& path = args.positional()[0];
   const int64_t max_b = *std::max_element(npls.begin(), npls.end());
-  LoadedModel loaded = load_model(read_model(path), backend_request_from(args),
+  BackendRequest backend = backend_request_from(args);
+  backend.experiment_switches = true;  // GRETA_VK_* kernel switches, for measurements
+  LoadedModel loaded = load_model(read_model(path), backend,
                                   engine::EngineOptions{.ctx = ctx, .max_batch = batch, .max_seqs = max_b,
                                                         .kv_type = kv_type_from(args)});
   engine::Engine& e = loaded.engine;

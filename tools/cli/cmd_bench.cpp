@@ -286,7 +286,8 @@ int cmd_bench(int argc, char** argv) {
   if (output != "md" && output != "csv" && output != "json") fail("-o ", output, ": choose md, csv or json");
   const bool profile = args.has("profile");
   TraceRequest trace(args);
-  const BackendRequest backend = backend_request_from(args);
+  BackendRequest backend = backend_request_from(args);
+  backend.experiment_switches = true;  // GRETA_VK_* kernel switches, for measurements
   int64_t ctx = 0;
   for (int64_t p : prompt_sizes) ctx = std::max(ctx, p);
   for (int64_t n : gen_sizes) ctx = std::max(ctx, n);

@@ -104,6 +104,7 @@ public:
     const MatmulTuning* tuning;  // prefill matmul tiles
     std::vector<StepSplitGroups>* step_groups;  // written by the backend before each step
     StepArgs step_args;                         // where they are written
+    const ExperimentSwitches* switches;         // kernel choices forced for measurements (none in production)
   };
   OpEncoder(Recorder& recorder, const Resources& resources) : recorder_(&recorder), res_(resources) {}
 
@@ -115,6 +116,7 @@ public:
 
   const DeviceInfo& info() const { return res_.context->info(); }
   const EnabledFeatures& features() const { return res_.context->features(); }
+  const ExperimentSwitches& switches() const { return *res_.switches; }
   MatmulKernel matmul_kernel() const { return res_.matmul; }
   bool f16_attention() const { return res_.f16_attention; }
   bool q8_matvec() const { return res_.q8_matvec; }
@@ -392,9 +394,9 @@ bool norm_out_usable(OpEncoder& e, const MatmulArgs& args);
 // norm fused (a layer's Q, K, V), in one buffer, row groups of whole pairs, adjacent pairs (llama's rotation), an f32
 // or f16 cache, no per-head norms.
 bool rope_out_usable(OpEncoder& e, const MatmulArgs& args);
-// A matvec workgroup shape (invocations, rows) forced for measurements by `variable` (GRETA_VK_MATVEC for the dense
-// matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
-std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info);
+// A matvec workgroup shape (invocations, rows) forced for measurements by the switch `variable` (GRETA_VK_MATVEC for
+// the dense matvecs, GRETA_VK_MOE_MATVEC for the expert ones) as WGxROWS; nullopt when unset.
+std::optional<std::pair<uint32_t, uint32_t>> forced_matvec_shape(const OpEncoder& e, const char* variable);
 // Whether `tile` satisfies the kernel's rules on the device (matmul_tiled.comp / matmul_coopmat.comp limits).
 bool matmul_tile_valid(GemmKernel kernel, const MatmulTile& tile, const DeviceInfo& info);
 // matmul_coopmat's shared-memory stages for `tile` on the device: 2 where they fit, else 1.
@@ -402,7 +404,8 @@ uint32_t coopmat_stages(const MatmulTile& tile, const DeviceInfo& info);
 // The split-K of a cooperative-matrix GEMM over a grid of `groups` workgroups and `k_steps` K steps of `n_tokens`
 // tokens (`alone`: no dispatch of its stage before it; GRETA_VK_GEMM_SPLIT forces it), and its widening for batched
 // steps of 33-64 tokens (op_matmul.cpp explains both rules).
-uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info);
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info,
+                       const ExperimentSwitches& switches);
 uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, const DeviceInfo& info);
 // Whether the device (and this build) can run matmul_coopmat for weights of `type`.
 bool coopmat_matmul_usable(const DeviceInfo& info, const EnabledFeatures& features, model::GgmlType type);

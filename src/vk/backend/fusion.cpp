@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-#include <cstdlib>
 #include <optional>
 #include <string_view>
 
@@ -427,9 +426,9 @@ private:
 
 }  // namespace
 
-unsigned fusions_from_env(unsigned chosen) {
-  const char* v = std::getenv("GRETA_VK_FUSE");
-  if (!v || !*v) return chosen;
+unsigned fusions_from_switches(unsigned chosen, const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_FUSE");
+  if (!v) return chosen;
   const std::string_view s(v);
   if (s == "all") return kFuseAll;
   if (s == "none") return 0;

@@ -57,10 +57,9 @@ enum FusionBits : unsigned {
   kFuseAll = 511u,
 };
 
-// GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out,
-// norm_out,rope_out) overrides
-// `chosen` when set.
-unsigned fusions_from_env(unsigned chosen);
+// The switch GRETA_VK_FUSE=all|none|LIST (LIST: comma-separated residual,norm,rope_kv,swiglu,bias,route,glu_out,
+// norm_out,rope_out) overrides `chosen` when set (experiment_switches.h).
+unsigned fusions_from_switches(unsigned chosen, const ExperimentSwitches& switches);
 
 // How one op of the range is recorded.
 struct OpRecord {

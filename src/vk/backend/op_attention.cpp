@@ -16,7 +16,6 @@
 // online softmax of split 0 as a virtual key of value 0, so the split merges count it once.
 #include <algorithm>
 #include <bit>
-#include <cstdlib>
 #include <string_view>
 
 #include "core/error.h"
@@ -48,11 +47,12 @@ struct DecodeLayout {
   uint32_t heads = 1, lanes_per_key = 1, vec4_per_lane = 1, local = 128;
 };
 
-DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_t subgroup) {
+DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_t subgroup,
+                           const ExperimentSwitches& switches) {
   const uint32_t group = uint32_t(op.n_heads / op.n_kv_heads);
   const uint32_t dim4 = uint32_t(std::max(op.head_dim, op.head_dim_v) / 4);
   uint32_t heads = rows >= 512 ? 4 : 1;
-  if (const char* v = std::getenv("GRETA_VK_ATTN_HEADS"); v && *v) {
+  if (const char* v = switches.get("GRETA_VK_ATTN_HEADS")) {
     const std::string_view s(v);
     if (s != "1" && s != "2" && s != "4") fail("GRETA_VK_ATTN_HEADS=", s, ": expected 1, 2 or 4");
     heads = uint32_t(s[0] - '0');
@@ -87,11 +87,10 @@ constexpr uint32_t kDecodeCoopmatShared = 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 *
 // GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =0 never (tests, measurements); GRETA_VK_ATTN_HEADS, which forces
 // attention_decode's layout, also keeps attention_decode.
 uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op, bool f16_cache, uint32_t rows) {
-  const char* forced = std::getenv("GRETA_VK_ATTN_COOPMAT");
-  const char* heads_env = std::getenv("GRETA_VK_ATTN_HEADS");
-  if (forced && *forced && std::string_view(forced) != "0" && std::string_view(forced) != "1")
+  const char* forced = e.switches().get("GRETA_VK_ATTN_COOPMAT");
+  if (forced && std::string_view(forced) != "0" && std::string_view(forced) != "1")
     fail("GRETA_VK_ATTN_COOPMAT=", forced, ": expected 0 or 1");
-  if ((forced && std::string_view(forced) == "0") || (heads_env && *heads_env)) return 0;
+  if ((forced && std::string_view(forced) == "0") || e.switches().get("GRETA_VK_ATTN_HEADS")) return 0;
   const int64_t group = op.n_heads / op.n_kv_heads;
   const uint32_t heads = group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
   const DeviceInfo& info = e.info();
@@ -205,7 +204,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   // attention_decode_coopmat: 128 invocations (1-4 subgroups), a head group's rows in one tile.
   const uint32_t coopmat_heads = decode_coopmat_heads(e, op, f16, rows);
   const DecodeLayout layout =
-      coopmat_heads ? DecodeLayout{coopmat_heads, 0, 0, std::max(128u, sg)} : decode_layout(op, rows, sg);
+      coopmat_heads ? DecodeLayout{coopmat_heads, 0, 0, std::max(128u, sg)} : decode_layout(op, rows, sg, e.switches());
   const uint32_t decode_local = layout.local;
   const bool decode_kernel = op.head_dim % 4 == 0 && op.head_dim_v % 4 == 0 && op.head_dim <= 16 * int64_t(sg) &&
                              op.head_dim_v <= std::min<int64_t>(256, 16 * int64_t(sg)) && decode_local / sg <= 16 &&

@@ -3,9 +3,9 @@
 //                                                                     types: matvec_block)
 //   prefill, device with 16x16x16 f16 cooperative matrices:           matmul_coopmat (not for F32 weights)
 //   prefill otherwise:                                                 matmul_tiled
-// The GEMMs' tiles come from, in order: a forced config (greta-vk tune's candidates), GRETA_VK_COOPMAT_TILE /
-// GRETA_VK_TILED_TILE, the tuning cache (tuning.h: greta-vk tune's winners for this device and shape class), the
-// built-in default.
+// The GEMMs' tiles come from, in order: a forced config (greta-vk tune's candidates), the switches
+// GRETA_VK_COOPMAT_TILE / GRETA_VK_TILED_TILE (experiment_switches.h), the tuning cache (tuning.h: greta-vk tune's
+// winners for this device and shape class), the built-in default.
 // A weight split over several buffers gets one dispatch per chunk; each writes its rows of the output.
 // With `accumulate`, every kernel adds its product to what `out` holds (y += W x): the backend fuses a residual add
 // that consumes the product into the matmul that makes it.
@@ -59,10 +59,11 @@ bool tiled_tile_valid(const MatmulTile& t, const DeviceInfo& info) {
 
 // GRETA_VK_COOPMAT_TILE=BMxBNxWMxWN[xBK] / GRETA_VK_TILED_TILE=BMxBNxBK: a tile for every prefill matmul on that
 // kernel (measurements); nullopt when unset. A tile the device cannot run is an error, not a silent fallback.
-std::optional<MatmulTile> tile_from_env(GemmKernel kernel, const DeviceInfo& info) {
+std::optional<MatmulTile> forced_tile(GemmKernel kernel, const OpEncoder& e) {
+  const DeviceInfo& info = e.info();
   const char* var = kernel == GemmKernel::coopmat ? "GRETA_VK_COOPMAT_TILE" : "GRETA_VK_TILED_TILE";
-  const char* v = std::getenv(var);
-  if (!v || !*v) return std::nullopt;
+  const char* v = e.switches().get(var);
+  if (!v) return std::nullopt;
   const auto tile = parse_tile(kernel, v);
   if (tile && matmul_tile_valid(kernel, *tile, info)) return tile;
   if (kernel == GemmKernel::tiled)
@@ -87,7 +88,7 @@ ChosenTile choose_tile(const OpEncoder& e, GemmKernel kernel, model::GgmlType ty
            " is not valid on ", e.info().name);
     return {tuning.forced->tile, "forced"};
   }
-  if (const auto env = tile_from_env(kernel, e.info())) return {*env, "env"};
+  if (const auto env = forced_tile(kernel, e)) return {*env, "env"};
   if (tuning.tuned) {
     const MatmulShapeClass shape{kernel, type, token_bucket(op.n_tokens), op.out_features, op.in_features};
     if (const auto it = tuning.tuned->find(shape); it != tuning.tuned->end()) return {it->second.tile, "tuned"};
@@ -101,8 +102,9 @@ struct MatmulPush {
   uint32_t row_bytes, rows, cols, out_row0, out_stride, n_tokens;
 };
 
-bool gemm_f16_activations() {
-  const char* v = std::getenv("GRETA_VK_GEMM_X16");
+// GRETA_VK_GEMM_X16=0 keeps the f16 GEMM's f32 input (measurements).
+bool gemm_f16_activations(const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_GEMM_X16");
   return !(v && std::string_view(v) == "0");
 }
 
@@ -117,9 +119,9 @@ bool gemm_f16_activations() {
 // their sums in one stage after them (flush_split_sums), so more splits stop paying early. The measurements:
 // docs/benchmarks.md, "op_matmul.cpp's rules".
 // GRETA_VK_GEMM_SPLIT=N forces N (1..16) on both GEMM kernels for measurements and tests.
-std::optional<uint32_t> forced_split(uint32_t k_steps) {
-  const char* v = std::getenv("GRETA_VK_GEMM_SPLIT");
-  if (!v || !*v) return std::nullopt;
+std::optional<uint32_t> forced_split(uint32_t k_steps, const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_GEMM_SPLIT");
+  if (!v) return std::nullopt;
   char* end = nullptr;
   const unsigned long n = std::strtoul(v, &end, 10);
   if (*end != '\0' || n < 1 || n > 16) fail("GRETA_VK_GEMM_SPLIT=", v, ": expected 1..16");
@@ -143,8 +145,9 @@ uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, 
   return split;
 }
 
-uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info) {
-  if (const auto forced = forced_split(k_steps)) return *forced;
+uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_tokens, const DeviceInfo& info,
+                       const ExperimentSwitches& switches) {
+  if (const auto forced = forced_split(k_steps, switches)) return *forced;
   const bool batched = n_tokens <= 64;
   uint32_t split = batched ? (n_tokens <= 32 ? 4 : 2) : 1;
   while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
@@ -160,8 +163,8 @@ namespace {
 // invocations whatever the tile, and a narrow C (a MoE router's 128 rows) leaves a GPU nearly idle. Doubled (up to
 // 32) while the grid has fewer than 256 workgroups and each split keeps at least 8 K steps; only when alone, as
 // coopmat_split.
-uint32_t tiled_split(uint64_t groups, uint32_t k_steps, bool alone) {
-  if (const auto forced = forced_split(k_steps)) return *forced;
+uint32_t tiled_split(uint64_t groups, uint32_t k_steps, bool alone, const ExperimentSwitches& switches) {
+  if (const auto forced = forced_split(k_steps, switches)) return *forced;
   uint32_t split = 1;
   while (alone && split < 32 && groups * split < 256 && k_steps / (2 * split) >= 8) split *= 2;
   return split;
@@ -196,10 +199,11 @@ void add_partials(OpEncoder& e, const SplitK& s, engine::BufferId id, BufferSpan
 // F16. With two stages: 3 for Q4_0 on tiles with K groups (512 invocations, at most 128 registers each: Q4_0 takes
 // 126), where Q4_K and Q6_K reach 128 and lose; else 2. Measured: docs/benchmarks.md, "op_matmul.cpp's rules".
 // GRETA_VK_GEMM_DEPTH=1|2|3 forces it for comparisons.
-uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32_t stages) {
-  const char* v = std::getenv("GRETA_VK_GEMM_DEPTH");
-  if ((!v || !*v) && stages == 1) return type == model::GgmlType::F16 ? 2 : 1;
-  if (!v || !*v) return type == model::GgmlType::Q4_0 && tile.kg > 1 ? 3 : 2;
+uint32_t coopmat_load_depth(model::GgmlType type, const MatmulTile& tile, uint32_t stages,
+                            const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_GEMM_DEPTH");
+  if (!v && stages == 1) return type == model::GgmlType::F16 ? 2 : 1;
+  if (!v) return type == model::GgmlType::Q4_0 && tile.kg > 1 ? 3 : 2;
   const std::string_view s(v);
   if (s != "1" && s != "2" && s != "3") fail("GRETA_VK_GEMM_DEPTH=", s, ": expected 1, 2 or 3");
   return uint32_t(s[0] - '0');
@@ -253,11 +257,11 @@ bool q8_tile_fits(const OpEncoder& e, model::GgmlType type, const Q8GemmTile& t)
 // GRETA_VK_GEMM_Q8=0 keeps the f16 GEMM, =FMxFNxWNxBK[xSPLIT] forces a tile and optionally its split-K
 // (measurements).
 std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type, const engine::MatMulOp& op) {
-  const char* v = std::getenv("GRETA_VK_GEMM_Q8");
+  const char* v = e.switches().get("GRETA_VK_GEMM_Q8");
   if (v && std::string_view(v) == "0") return std::nullopt;
-  const bool forced = v && *v;
+  const bool forced = v != nullptr;
   // A tile forced for the f16 GEMM (GRETA_VK_COOPMAT_TILE, greta-vk tune's candidates) asks for that kernel.
-  if (e.matmul_tuning().forced || tile_from_env(GemmKernel::coopmat, e.info())) return std::nullopt;
+  if (e.matmul_tuning().forced || forced_tile(GemmKernel::coopmat, e)) return std::nullopt;
   if (!e.q8_matvec() || !e.features().shader_int8 || op.n_tokens > kQ8GemmMaxTokens ||
       op.in_features % 128 != 0 ||
       !has_weight_shader(WeightKernel::matmul_coopmat_q8, type) ||
@@ -351,8 +355,8 @@ void encode_q8_gemm(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, c
   const std::array<uint32_t, 2> grid{(push.rows + bn - 1) / bn, (push.n_tokens + bm - 1) / bm};
   const uint32_t k_steps = push.cols / t.bk;
   const uint64_t groups = uint64_t(grid[0]) * grid[1];
-  uint32_t split = coopmat_split(groups, k_steps, e.at_barrier(), op.n_tokens, e.info());
-  if (t.split && !forced_split(k_steps)) {  // the tile's own, keeping coopmat_split's K steps per split
+  uint32_t split = coopmat_split(groups, k_steps, e.at_barrier(), op.n_tokens, e.info(), e.switches());
+  if (t.split && !forced_split(k_steps, e.switches())) {  // the tile's own, keeping coopmat_split's K steps per split
     split = std::min(t.split, k_steps);
     while (split > 1 && k_steps / split < kBatchedSplitMinSteps) --split;
     if (op.n_tokens > 32 && !t.forced) split = widen_batched_split(split, groups, k_steps, e.info());
@@ -386,7 +390,8 @@ std::optional<Q8GemmTile> q8_gemm_for(const OpEncoder& e, const engine::MatMulOp
 bool matmul_takes_q8_input(const OpEncoder& e, const engine::MatMulOp& op) { return q8_gemm_for(e, op).has_value(); }
 
 bool matmul_takes_f16_input(const OpEncoder& e, const engine::MatMulOp& op) {
-  return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations() && !matmul_takes_q8_input(e, op);
+  return matmul_path(e, op) == MatmulKernel::coopmat && gemm_f16_activations(e.switches()) &&
+         !matmul_takes_q8_input(e, op);
 }
 
 void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, std::optional<Q8Source> norm_out) {
@@ -417,9 +422,10 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, st
       const uint32_t local = (tile.bm / 4) * (tile.bn / 4);
       const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
       const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
-      const SplitK sk = split_k(
-          e, w.matrix.chunk_count() == 1 ? tiled_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier()) : 1, push,
-          out);
+      const uint32_t split = w.matrix.chunk_count() == 1
+                                 ? tiled_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), e.switches())
+                                 : 1;
+      const SplitK sk = split_k(e, split, push, out);
       const auto& p =
           e.pipeline(id, {{0, local}, {1, tile.bm}, {2, tile.bn}, {3, tile.bk}, {4, accumulate}, {5, sk.split}});
       e.dispatch(p, {weights, in, out, sk.partials}, as_push(push), {grid[0], grid[1], sk.split});
@@ -439,7 +445,7 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, st
       if (e.info().subgroup_size_control) options.required_subgroup_size = sg;
       // Activations as f16 converted once per input (OpEncoder::f16_copy) rather than by every workgroup:
       // GRETA_VK_GEMM_X16=0 keeps the f32 input for comparisons.
-      const bool x16 = gemm_f16_activations();
+      const bool x16 = gemm_f16_activations(e.switches());
       if (x16 && !x16_input) x16_input = e.f16_copy(op.in, uint64_t(op.n_tokens), uint64_t(op.in_features));
       // Spec constants that drop checks from the staging loads: K a multiple of BK (no partial last step), K a
       // multiple of 8 (an item's 8 halves of X are one uvec4).
@@ -449,14 +455,15 @@ void encode_matmul(OpEncoder& e, const engine::MatMulOp& op, bool accumulate, st
       const std::array<uint32_t, 2> grid{(push.rows + tile.bn - 1) / tile.bn, (push.n_tokens + tile.bm - 1) / tile.bm};
       const uint32_t k_steps = (push.cols + tile.bk - 1) / tile.bk;
       uint32_t split = w.matrix.chunk_count() == 1
-                           ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens, e.info())
+                           ? coopmat_split(uint64_t(grid[0]) * grid[1], k_steps, e.at_barrier(), op.n_tokens, e.info(),
+                                           e.switches())
                            : 1;
       const uint32_t chunk = ((push.cols + split - 1) / split + tile.bk - 1) / tile.bk * tile.bk;
       split = (push.cols + chunk - 1) / chunk;  // every split non-empty
       const SplitK sk = split_k(e, split, push, out);
       const ShaderId id = weight_shader(x16 ? WeightKernel::matmul_coopmat_x16 : WeightKernel::matmul_coopmat, w.type);
       const uint32_t stages = coopmat_stages(tile, e.info());
-      const uint32_t depth = coopmat_load_depth(w.type, tile, stages);
+      const uint32_t depth = coopmat_load_depth(w.type, tile, stages, e.switches());
       const auto& p = e.pipeline(id,
                                  {{0, tile.kg * tile.wm * tile.wn * sg}, {1, tile.bm}, {2, tile.bn}, {3, tile.wm},
                                   {4, tile.wn}, {5, accumulate}, {6, tile.bk}, {7, depth}, {8, k_tail},

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <tuple>
 
@@ -101,7 +100,7 @@ MatvecLaunch matvec_launch(const OpEncoder& e, model::GgmlType type, const engin
   // fused SwiGLU every workgroup evaluates silu over the whole row (one exp and one division per element), so it
   // takes 4 rows: half the workgroups, half that work.
   MatvecLaunch l{128, input >= kInSwiglu ? 4u : 2u, 1};
-  const auto shape = matvec_shape_from_env("GRETA_VK_MATVEC", e.info());
+  const auto shape = forced_matvec_shape(e, "GRETA_VK_MATVEC");
   if (shape) std::tie(l.local, l.rows) = *shape;
   // Tokens per workgroup (matvec_block's TOKENS): each weight word read once for that many tokens of the step. The
   // largest power of two up to 8 (max_tokens_per_group) that divides the step (buckets are powers of two); fused f32
@@ -124,9 +123,10 @@ std::optional<MatvecLaunch> q8_plain_launch(OpEncoder& e, const engine::MatMulOp
 
 }  // namespace
 
-std::optional<std::pair<uint32_t, uint32_t>> matvec_shape_from_env(const char* variable, const DeviceInfo& info) {
-  const char* v = std::getenv(variable);
-  if (!v || !*v) return std::nullopt;
+std::optional<std::pair<uint32_t, uint32_t>> forced_matvec_shape(const OpEncoder& e, const char* variable) {
+  const DeviceInfo& info = e.info();
+  const char* v = e.switches().get(variable);
+  if (!v) return std::nullopt;
   unsigned wg = 0, rows = 0;
   if (std::sscanf(v, "%ux%u", &wg, &rows) != 2 || wg % info.subgroup_size != 0 || wg > 1024 || rows < 1 || rows > 8)
     fail(variable, "=", v, ": expected WGxROWS, WG a multiple of the subgroup size (<= 1024), ROWS 1..8");

@@ -14,7 +14,6 @@
 // dequant.glsl (every type the dense kernels read); expert biases ([n_experts, out_features] F32) are added in the
 // same kernel.
 #include <algorithm>
-#include <cstdlib>
 #include <optional>
 #include <tuple>
 
@@ -125,7 +124,7 @@ bool moe_q8_capable(OpEncoder& e, const engine::MoeMatMulOp& op) {
 // 290.8, 64x4 252.0, 128x2 254.9 (before GLU_OUT, 64x2 and 32x4 were level: 227 / 240 and 229 / 239).
 // GRETA_VK_MOE_MATVEC=WGxROWS for measurements.
 std::pair<uint32_t, uint32_t> moe_matvec_shape(const OpEncoder& e) {
-  if (const auto shape = matvec_shape_from_env("GRETA_VK_MOE_MATVEC", e.info())) return *shape;
+  if (const auto shape = forced_matvec_shape(e, "GRETA_VK_MOE_MATVEC")) return *shape;
   return {std::max<uint32_t>(32, e.info().subgroup_size), 4};
 }
 
@@ -284,7 +283,7 @@ void encode_moe_matmul(OpEncoder& e, const engine::MoeMatMulOp& op, const MoeFus
   // The grouped GEMM: on cooperative matrices where the device has them (f16 operands, f32 accumulation, as the dense
   // prefill GEMM), else moe_gemm's f32 tiles. Its tile rows (BM) are the slots of one expert per tile.
   MatmulTile coopmat_tile = kMoeCoopmatTile;
-  if (const char* t = std::getenv("GRETA_VK_MOE_TILE"); t && *t) {  // BMxBNxWMxWN[xBK[xKG]], for measurements
+  if (const char* t = e.switches().get("GRETA_VK_MOE_TILE")) {  // BMxBNxWMxWN[xBK[xKG]], for measurements
     const auto parsed = parse_tile(GemmKernel::coopmat, t);
     if (!parsed || !matmul_tile_valid(GemmKernel::coopmat, *parsed, e.info()))
       fail("GRETA_VK_MOE_TILE=", t, ": not a cooperative-matrix tile this device can run (GRETA_VK_COOPMAT_TILE's form)");

@@ -82,9 +82,10 @@ public:
   std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<RecordedSequence>> sequences;  // (begin, end, profile)
 };
 
-MatmulKernel matmul_from_env(MatmulKernel chosen) {
-  const char* v = std::getenv("GRETA_VK_MATMUL");
-  if (!v || !*v || chosen != MatmulKernel::automatic) return chosen;
+// GRETA_VK_MATMUL (experiment_switches.h) where the options leave the kernel automatic.
+MatmulKernel matmul_from_switches(MatmulKernel chosen, const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_MATMUL");
+  if (!v || chosen != MatmulKernel::automatic) return chosen;
   const std::string_view s(v);
   if (s == "tiled") return MatmulKernel::tiled;
   if (s == "coopmat") return MatmulKernel::coopmat;
@@ -103,8 +104,8 @@ public:
     allocator_ = std::make_unique<Allocator>(*context_);
     allocator_->set_device_limit(options.device_memory_limit);
     transfer_ = std::make_unique<Transfer>(*context_, *allocator_);
-    options_.matmul = matmul_from_env(options.matmul);
-    if (const char* v = std::getenv("GRETA_VK_MATVEC_Q8"); v && *v) {
+    options_.matmul = matmul_from_switches(options.matmul, options.switches);
+    if (const char* v = options.switches.get("GRETA_VK_MATVEC_Q8")) {
       const std::string s = v;
       if (s != "0" && s != "1") fail("GRETA_VK_MATVEC_Q8=", s, ": expected 0 or 1");
       options_.q8_activations = s == "1";
@@ -112,7 +113,7 @@ public:
     // H100, 7B Q4_0 tg128: int8 activations 281 tok/s without the swiglu fusion, 288 with it; f32 239 / 229.
     const unsigned default_fusions =
         int8_activations() ? kFuseAll : kFuseResidual | kFuseNorm | kFuseRopeKv | kFuseBias | kFuseRoute;
-    options_.fusions = fusions_from_env(options.fusions.value_or(default_fusions));
+    options_.fusions = fusions_from_switches(options.fusions.value_or(default_fusions), options.switches);
     const DeviceInfo& info = context_->info();
     device_key_ = make_device_key(info.vendor_id, info.device_id, info.driver_version, info.pipeline_cache_uuid,
                                   info.name);
@@ -550,7 +551,8 @@ private:
                                          &p.plan().buffers, &p.constants,     options_.matmul,
                                          f16_attention_,    int8_activations(), &p.tuning,
                                          &p.step_groups,
-                                         StepArgs{&*p.step_args_upload, p.step_args_device->span()}};
+                                         StepArgs{&*p.step_args_upload, p.step_args_device->span()},
+                                         &options_.switches};
     const auto& ops = p.plan().ops;
     // Fusions (fusion.h): decode's rmsnorm, swiglu, rope and KV writes run inside other ops' dispatches, residual
     // adds inside matmuls. Never within single-op ranges (verify mode), so each op is still checked on its own.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "vk/backend/experiment_switches.h"
 #include "vk/backend/tuning.h"
 
 namespace greta::vk {
@@ -44,21 +45,20 @@ enum class MatmulKernel {
 struct VkBackendOptions {
   int device = -1;           // `greta-vk devices` index; -1: the default device
   bool validation = false;   // Khronos validation layer (also GRETA_VK_VALIDATION=1)
-  MatmulKernel matmul = MatmulKernel::automatic;  // GRETA_VK_MATMUL=tiled|coopmat|matvec overrides automatic
+  MatmulKernel matmul = MatmulKernel::automatic;  // automatic: by the op's shape and the device (op_matmul.cpp)
   std::string cache_dir;     // pipeline and tuning cache directory; empty: the default (pipelines.h)
   // Load greta-vk tune's tiles for this device from <cache dir>/vk-matmul-tuning.txt (tuning.h). A corrupt file or
   // entries the device cannot run are ignored with a warning.
   bool tuning_cache = true;
-  // Fusions (backend/fusion.h: kFuseResidual 1 | kFuseNorm 2 | kFuseRopeKv 4 | kFuseSwiglu 8); GRETA_VK_FUSE=
-  // all|none|LIST overrides it, for measurements. Unset: all of them with int8 activations (below), where the
-  // activation quantizer applies silu once per row; else all but swiglu, which made decode slower on the H100
-  // (every down-projection workgroup recomputes silu over the whole row; docs/benchmarks.md).
+  // Fusions (backend/fusion.h: kFuseResidual 1 | kFuseNorm 2 | kFuseRopeKv 4 | kFuseSwiglu 8 ...). Unset: all of
+  // them with int8 activations (below), where the activation quantizer applies silu once per row; else all but
+  // swiglu, which made decode slower on the H100 (every down-projection workgroup recomputes silu over the whole row;
+  // docs/benchmarks.md).
   std::optional<unsigned> fusions;
   // Decode matvecs of quantized weights quantize their input to int8 per 32 elements and take integer dot products
   // (op_matvec.cpp). Unset: where the device's packed int8 dot product is accelerated (DeviceInfo::
   // integer_dot_product_accelerated); lavapipe emulates it, and its decode steps ran 3x slower on them than on f32
   // activations. true: wherever shaderIntegerDotProduct exists (tests of the int8 kernels on lavapipe); false: never.
-  // GRETA_VK_MATVEC_Q8=0|1 overrides it.
   std::optional<bool> q8_activations;
   // Device-local bytes the backend may use at most (0: the device's): its memory_capacity() and every allocation
   // keep within it (`--device-memory-limit`, to run as a smaller GPU would).
@@ -69,6 +69,10 @@ struct VkBackendOptions {
   // When set, the backend runs on this device and uses its pipelines (device, validation and cache_dir above are
   // then unused); otherwise it opens its own.
   std::shared_ptr<SharedVkDevice> shared_device;
+  // Kernel choices forced for measurements and tests (GRETA_VK_MATMUL, _FUSE, _MATVEC_Q8 override the options above;
+  // experiment_switches.h lists them all). None by default; the benches and tests pass ExperimentSwitches::
+  // from_environment().
+  ExperimentSwitches switches;
 };
 
 std::unique_ptr<engine::Backend> create_vk_backend(const VkBackendOptions& options = {});
