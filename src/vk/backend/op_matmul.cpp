@@ -220,6 +220,11 @@ constexpr int64_t kQ8GemmMaxTokens = 64;
 // scale went into the unbiasing fma, the 8B's steps at 32 sequences gained 1 % with it (a Q6_K attn_v also spares its
 // rmsnorm the f16 copy), where at 64 they lost 5 % (H200). Forced tiles (GRETA_VK_GEMM_Q8) run it at any count.
 constexpr int64_t kQ6GemmMaxTokens = 32;
+// Q6_K at 17-32 tokens takes the 64-row tile of four subgroups, as Q4_0 and Q4_K do, on matrices of fewer rows than
+// this (few row tiles: the 8B's attn_v and ffn_down); the output projections (32000 and 128256 rows), whose grids hold
+// many waves already, keep the 32-row tile. H200, 8B at 32 sequences: +1.6 % so, +1.1 % with the output matrix on it
+// too; the 7B (Q6_K only in its 32000-row output) lost 1.6 % with it there (docs/benchmarks.md).
+constexpr int64_t kQ6WideTileMaxRows = 16384;
 
 struct Q8GemmTile {
   uint32_t fm = 1, fn = 1, wn = 2, bk = 128;  // BM = 16 fm tokens, BN = 16 fn wn rows, K steps of bk
@@ -279,15 +284,16 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   if (type == model::GgmlType::Q6_K && op.n_tokens > kQ6GemmMaxTokens) return std::nullopt;
   // One subgroup's 16-row block of C per 16 tokens, two subgroups side by side (16 tokens x 32 rows). At 17-32 tokens
   // Q4_0 and Q4_K take four subgroups (64 rows, split-K as the rule's 4): X's 32 rows are staged once per 64 weight
-  // rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.7 %, the 7B's +2.9 %; Q6_K on four
-  // subgroups too: the 8B +1-2.5 %, the 7B, whose Q6_K is its output projection, -1.6 %). Above 32 tokens, four
-  // subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48
-  // KiB): X's 48-64 rows are staged once per 64 weight rows instead of 32, and the grid keeps about as many subgroups.
+  // rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.7 %, the 7B's +2.9 %), and Q6_K
+  // below kQ6WideTileMaxRows rows. Above 32 tokens, four subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared
+  // memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows
+  // instead of 32, and the grid keeps about as many subgroups.
   // Q4_K's narrower tiles there lost to the f16 GEMM. Q4_K's wide tile takes K steps of 256 in one stage (half the
   // barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 % faster on the H200, where
   // Q4_0's lost 8 % and every 256-step tile of up to 32 tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
-  if (t.fm >= 2 && type != model::GgmlType::Q6_K) {  // Q6_K reaches here only up to 32 tokens
+  const bool q6_wide = type == model::GgmlType::Q6_K && op.out_features < kQ6WideTileMaxRows;
+  if (t.fm >= 2 && (type != model::GgmlType::Q6_K || q6_wide)) {  // Q6_K reaches here only up to 32 tokens
     Q8GemmTile wide = t;
     wide.wn = 4;
     wide.split = t.fm == 2 ? 4 : type == model::GgmlType::Q4_0 ? 3 : 2;
