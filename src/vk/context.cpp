@@ -44,18 +44,6 @@ std::unique_ptr<Context> Context::create(int device_index, const ContextOptions&
   return std::unique_ptr<Context>(new Context(std::move(instance), devices[index], chosen, options));
 }
 
-namespace {
-
-// GRETA_VK_SPIN_US: microseconds of polling before a blocking wait (0 disables it).
-uint64_t parse_spin_us(const std::string& v) {
-  char* end = nullptr;
-  const unsigned long long us = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || us > 10000000ull) fail("GRETA_VK_SPIN_US=", v, ": expected 0 .. 10000000 microseconds");
-  return us;
-}
-
-}  // namespace
-
 Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_device, DeviceInfo info,
                  const ContextOptions& options)
     : options_(options), instance_(std::move(instance)), physical_device_(physical_device), info_(std::move(info)) {
@@ -173,8 +161,7 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   GRETA_VK_CHECK(vkCreateDevice(physical_device_, &device_info, nullptr, &dispatch_.device));
   volkLoadDeviceTable(&dispatch_.fn, dispatch_.device);
   try {
-    uint64_t spin_us = info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : options_.spin_wait_us;
-    if (const char* v = std::getenv("GRETA_VK_SPIN_US"); v && *v) spin_us = parse_spin_us(v);
+    const uint64_t spin_us = options_.spin_wait_us.value_or(info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 5000);
     queue_ = std::make_unique<Queue>(dispatch_, uint32_t(info_.compute_queue_family), options_.wait_timeout_ms,
                                      spin_us);
   } catch (...) {

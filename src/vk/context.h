@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "vk/device_info.h"
@@ -43,8 +44,9 @@ struct ContextOptions {
 
   // Waits for GPU work first poll the timeline semaphore for up to this long before blocking in the driver: a
   // blocked thread takes tens of microseconds to wake, which a decode step (~3 ms on a large GPU) pays every token.
-  // Never on CPU devices (lavapipe), whose workers need the cores. GRETA_VK_SPIN_US overrides it.
-  uint64_t spin_wait_us = 5000;
+  // Unset: 5000 us, and never on CPU devices (lavapipe), whose workers need the cores; set: this long on any device
+  // (the Vulkan backend's experiment switch GRETA_VK_SPIN_US sets it for measurements).
+  std::optional<uint64_t> spin_wait_us;
 
   // Receives warnings (e.g. a pipeline cache that could not be written). Default: "greta: warning: ..." on stderr.
   std::function<void(const std::string&)> on_warning;

@@ -20,11 +20,13 @@ public:
   //                                                the GEMMs' inputs, split-K, load depth, int8 tiles (op_matmul.cpp)
   //   GRETA_VK_ATTN_HEADS=1|2|4, GRETA_VK_ATTN_COOPMAT=0|1   decode attention's layout and kernel (op_attention.cpp)
   //   GRETA_VK_MOE_TILE=BMxBNxWMxWN[xBK[xKG]]      the grouped expert GEMM's tile (op_moe.cpp)
+  //   GRETA_VK_SPIN_US=N                           how long waits poll before blocking (vk_backend.cpp; a backend
+  //                                                with its own device only)
   static constexpr std::string_view kNames[] = {
       "GRETA_VK_MATMUL",       "GRETA_VK_MATVEC_Q8",  "GRETA_VK_FUSE",        "GRETA_VK_MATVEC",
       "GRETA_VK_MOE_MATVEC",   "GRETA_VK_COOPMAT_TILE", "GRETA_VK_TILED_TILE", "GRETA_VK_GEMM_X16",
       "GRETA_VK_GEMM_SPLIT",   "GRETA_VK_GEMM_DEPTH", "GRETA_VK_GEMM_Q8",     "GRETA_VK_ATTN_HEADS",
-      "GRETA_VK_ATTN_COOPMAT", "GRETA_VK_MOE_TILE"};
+      "GRETA_VK_ATTN_COOPMAT", "GRETA_VK_MOE_TILE",   "GRETA_VK_SPIN_US"};
 
   // No switches: the rules decide everything (the default).
   ExperimentSwitches() = default;

@@ -30,10 +30,12 @@ struct SharedVkDevice {
   std::unique_ptr<Pipelines> pipelines;  // destroyed before the context
 };
 
-std::shared_ptr<SharedVkDevice> open_shared_vk_device(int device, bool validation, const std::string& cache_dir) {
+std::shared_ptr<SharedVkDevice> open_shared_vk_device(int device, bool validation, const std::string& cache_dir,
+                                                      std::optional<uint64_t> spin_wait_us) {
   ContextOptions co;
   co.instance.validation = validation;
   co.cache_dir = cache_dir;
+  co.spin_wait_us = spin_wait_us;
   auto shared = std::make_shared<SharedVkDevice>();
   shared->context = Context::create(device, co);
   shared->pipelines = std::make_unique<Pipelines>(*shared->context);
@@ -82,6 +84,16 @@ public:
   std::map<std::tuple<size_t, size_t, bool>, std::unique_ptr<RecordedSequence>> sequences;  // (begin, end, profile)
 };
 
+// GRETA_VK_SPIN_US (experiment_switches.h): microseconds a wait polls before it blocks (0: never polls).
+std::optional<uint64_t> spin_from_switches(const ExperimentSwitches& switches) {
+  const char* v = switches.get("GRETA_VK_SPIN_US");
+  if (!v) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long us = std::strtoull(v, &end, 10);
+  if (*end != '\0' || us > 10000000ull) fail("GRETA_VK_SPIN_US=", v, ": expected 0 .. 10000000 microseconds");
+  return uint64_t(us);
+}
+
 // GRETA_VK_MATMUL (experiment_switches.h) where the options leave the kernel automatic.
 MatmulKernel matmul_from_switches(MatmulKernel chosen, const ExperimentSwitches& switches) {
   const char* v = switches.get("GRETA_VK_MATMUL");
@@ -98,7 +110,8 @@ class VkBackend : public engine::Backend {
 public:
   explicit VkBackend(const VkBackendOptions& options) : options_(options) {
     device_ = options.shared_device ? options.shared_device
-                                    : open_shared_vk_device(options.device, options.validation, options.cache_dir);
+                                    : open_shared_vk_device(options.device, options.validation, options.cache_dir,
+                                                            spin_from_switches(options.switches));
     context_ = device_->context.get();
     pipelines_ = device_->pipelines.get();
     allocator_ = std::make_unique<Allocator>(*context_);

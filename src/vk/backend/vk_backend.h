@@ -31,8 +31,10 @@ namespace greta::vk {
 // The test suites share one per process: with a backend per test case, compiling the same kernels again was most of
 // their time on lavapipe.
 struct SharedVkDevice;
+// `spin_wait_us`: ContextOptions::spin_wait_us (unset: the context's rule).
 std::shared_ptr<SharedVkDevice> open_shared_vk_device(int device = -1, bool validation = false,
-                                                      const std::string& cache_dir = {});
+                                                      const std::string& cache_dir = {},
+                                                      std::optional<uint64_t> spin_wait_us = std::nullopt);
 
 // Which matrix-matrix kernel prefill matmuls use.
 enum class MatmulKernel {
