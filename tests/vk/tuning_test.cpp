@@ -457,8 +457,8 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
 TEST_CASE("greta-vk: only bench reads the experiment switches") {
   const std::string model = gt::shared_path("models/synth-llama-d256-q4_0.gguf");
   const std::vector<std::string> env = {"GRETA_VK_MATMUL=bogus"};
-  const vt::ProcessResult run =
-      vt::run_process({GRETA_VK_CLI, "run", model, "-p", "Once upon", "-n", "2", "--temp", "0", "--backend", "vk"}, env);
+  const vt::ProcessResult run = vt::run_process(
+      {GRETA_VK_CLI, "run", model, "-p", "Once upon", "-n", "2", "--temp", "0", "--backend", "vk"}, env);
   CAPTURE(run.output);
   CHECK(run.exit_code == 0);
   CHECK(run.output.find("GRETA_VK_MATMUL") == std::string::npos);
