@@ -287,13 +287,14 @@ std::optional<Q8GemmTile> q8_gemm_tile(const OpEncoder& e, model::GgmlType type,
   // rows (H200, with Q6_K's GEMM to 32 tokens: the 8B's steps at 32 sequences +2.7 %, the 7B's +2.9 %), and Q6_K
   // below kQ6WideTileMaxRows rows. Above 32 tokens, four subgroups and 3 splits for Q4_0, 2 for Q4_K, where shared
   // memory allows (Q4_K's 64 x 64 tile fills NVIDIA's 48 KiB): X's 48-64 rows are staged once per 64 weight rows
-  // instead of 32, and the grid keeps about as many subgroups.
-  // Q4_K's narrower tiles there lost to the f16 GEMM. Q4_K's wide tile takes K steps of 256 in one stage (half the
-  // barriers and staging rounds per weight byte): the 8B's steps at 48-64 sequences 3-4 % faster on the H200, where
-  // Q4_0's lost 8 % and every 256-step tile of up to 32 tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
+  // instead of 32, and the grid keeps about as many subgroups. Q4_K's narrower tiles there lost to the f16 GEMM.
+  // Q4_K's wide tile takes K steps of 256 in one stage (half the barriers and staging rounds per weight byte): the
+  // 8B's steps at 48-64 sequences 3-4 % faster on the H200, where Q4_0's lost 8 % and every 256-step tile of up to 32
+  // tokens lost (docs/benchmarks.md, "op_matmul.cpp's rules").
   t.fm = uint32_t((op.n_tokens + 15) / 16);
-  const bool q6_wide = type == model::GgmlType::Q6_K && op.out_features < kQ6WideTileMaxRows;
-  if (t.fm >= 2 && (type != model::GgmlType::Q6_K || q6_wide)) {  // Q6_K reaches here only up to 32 tokens
+  // Q6_K reaches here only up to 32 tokens.
+  const bool wide_rows = type != model::GgmlType::Q6_K || op.out_features < kQ6WideTileMaxRows;
+  if (t.fm >= 2 && wide_rows) {
     Q8GemmTile wide = t;
     wide.wn = 4;
     wide.split = t.fm == 2 ? 4 : type == model::GgmlType::Q4_0 ? 3 : 2;
