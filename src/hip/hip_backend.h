@@ -43,7 +43,7 @@ struct HipBackendOptions {
   // Device bytes the backend may use at most (0: the device's): its memory_capacity() and the memory pool keep within
   // it (`--device-memory-limit`, to run as a smaller GPU would).
   uint64_t device_memory_limit = 0;
-  bool use_graphs = true;  // GRETA_HIP_NO_GRAPHS=1 in the environment turns them off
+  bool use_graphs = true;  // graph capture of whole steps (off: bench and tests with GRETA_HIP_NO_GRAPHS=1)
 };
 
 class HipPlan;

@@ -72,8 +72,6 @@ HipBackend::HipBackend(const HipBackendOptions& options) : options_(options) {
     fail("hip: no device ", options.device, " (", count, count == 1 ? " device)" : " devices)");
   GRETA_GPU_CHECK(gpuSetDevice(options.device), "selecting the device");
   props_ = query_device(options.device);
-  if (const char* e = std::getenv("GRETA_HIP_NO_GRAPHS"); e && *e && std::strcmp(e, "0") != 0)
-    options_.use_graphs = false;
   stream_ = std::make_unique<Stream>();
   pool_ = std::make_unique<MemoryPool>();
   pool_->set_limit(options.device_memory_limit, props_.name);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <sys/stat.h>
 
 #include "core/error.h"
@@ -159,16 +160,21 @@ std::vector<GretaHipDeviceInfo> list_devices() {
   return devices;
 }
 
-std::unique_ptr<engine::Backend> create_backend(int index, uint64_t device_memory_limit) {
+std::unique_ptr<engine::Backend> create_backend(int index, uint64_t device_memory_limit, bool use_graphs) {
   const Plugin& p = plugin();
   const int n = device_count(p);
   if (n == 0) fail("hip: no HIP device found (the runtime ", p.info.runtime, " loaded but lists no GPU)");
   const int i = index < 0 ? 0 : index;
   if (i >= n) fail("hip: device index ", i, " is out of range: ", n, " HIP device(s) found");
   char error[kErrorBytes] = {};
-  engine::Backend* b = p.create_backend(i, device_memory_limit, error, sizeof error);
+  engine::Backend* b = p.create_backend(i, device_memory_limit, use_graphs ? 1 : 0, error, sizeof error);
   if (!b) fail(error[0] ? error : "hip: the plugin could not create a backend");
   return std::unique_ptr<engine::Backend>(b);
+}
+
+bool graphs_from_environment() {
+  const char* e = std::getenv("GRETA_HIP_NO_GRAPHS");
+  return !(e && *e && std::string_view(e) != "0");
 }
 
 std::string describe_devices() {

@@ -36,8 +36,14 @@ std::vector<GretaHipDeviceInfo> list_devices();
 
 // A backend on device `index` (-1: device 0). Throws one line: plugin/runtime missing, no device, bad index, or
 // whatever the plugin's backend constructor reports (e.g. no code for this GPU's architecture).
-// `device_memory_limit` > 0 caps what it may use on the device (`--device-memory-limit`).
-std::unique_ptr<engine::Backend> create_backend(int index, uint64_t device_memory_limit = 0);
+// `device_memory_limit` > 0 caps what it may use on the device (`--device-memory-limit`); `use_graphs` false turns
+// off graph capture of whole steps (measurements: graphs_from_environment).
+std::unique_ptr<engine::Backend> create_backend(int index, uint64_t device_memory_limit = 0, bool use_graphs = true);
+
+// GRETA_HIP_NO_GRAPHS=1 (any value but 0) in the environment: create_backend's use_graphs false. Read by
+// `greta-vk bench` and the HIP tests only, as the Vulkan backend's experiment switches are, so that `run`, `chat` and
+// `serve` never depend on a shell's variables.
+bool graphs_from_environment();
 
 // For `greta-vk devices`: the HIP devices as text (one block per device), or one line saying why there are none.
 std::string describe_devices();

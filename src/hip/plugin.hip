@@ -63,10 +63,10 @@ extern "C" __attribute__((visibility("default"))) int greta_hip_device_info(int 
 }
 
 extern "C" __attribute__((visibility("default"))) greta::engine::Backend* greta_hip_create_backend(
-    int index, uint64_t device_memory_limit, char* error, size_t error_size) {
+    int index, uint64_t device_memory_limit, int use_graphs, char* error, size_t error_size) {
   try {
-    return new greta::hip::HipBackend(
-        greta::hip::HipBackendOptions{.device = index, .device_memory_limit = device_memory_limit});
+    return new greta::hip::HipBackend(greta::hip::HipBackendOptions{
+        .device = index, .device_memory_limit = device_memory_limit, .use_graphs = use_graphs != 0});
   } catch (const std::exception& e) {
     set_error(error, error_size, e.what());
     return nullptr;

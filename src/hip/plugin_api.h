@@ -13,7 +13,7 @@ namespace greta::engine {
 class Backend;
 }
 
-inline constexpr int kGretaHipPluginAbi = 2;  // 2: create_backend takes a device memory limit
+inline constexpr int kGretaHipPluginAbi = 3;  // 2: create_backend takes a device memory limit; 3: and use_graphs
 
 struct GretaHipDeviceInfo {
   int index;
@@ -39,7 +39,8 @@ typedef int (*GretaHipDeviceCountFn)(char* error, size_t error_size);
 // 0 on success; -1 with a message.
 typedef int (*GretaHipDeviceInfoFn)(int index, GretaHipDeviceInfo* info, char* error, size_t error_size);
 // A new backend on device `index`, owned by the caller (delete through the virtual destructor); null with a message.
-// `device_memory_limit`: bytes it may use on the device at most (0: no limit; HipBackendOptions).
-typedef greta::engine::Backend* (*GretaHipCreateBackendFn)(int index, uint64_t device_memory_limit, char* error,
-                                                          size_t error_size);
+// `device_memory_limit`: bytes it may use on the device at most (0: no limit); `use_graphs`: 0 turns off graph
+// capture of whole steps (HipBackendOptions).
+typedef greta::engine::Backend* (*GretaHipCreateBackendFn)(int index, uint64_t device_memory_limit, int use_graphs,
+                                                          char* error, size_t error_size);
 }

@@ -81,6 +81,8 @@ inline bool require_device() {
 #define HIP_DEVICE_OR_SKIP() \
   if (!::greta::test::require_device()) return
 
-inline std::unique_ptr<engine::Backend> hip_backend() { return hip::create_backend(0); }
+inline std::unique_ptr<engine::Backend> hip_backend() {
+  return hip::create_backend(0, 0, hip::graphs_from_environment());
+}
 
 }  // namespace greta::test

@@ -393,7 +393,9 @@ std::optional<BenchBackend> hip_backend(const char* name, const OpBenchOptions& 
   b.device = cat(info.name, " (", info.platform, " ", info.arch, ")");
   b.driver = cat("HIP plugin ", plugin.path, ", ", plugin.targets);
   b.index = info.index;
-  b.create = [index = info.index](const OpSpec&) { return hip::create_backend(index); };
+  b.create = [index = info.index](const OpSpec&) {
+    return hip::create_backend(index, 0, hip::graphs_from_environment());
+  };
   b.kernel_name = [mma = info.matrix_cores != 0](const engine::OpCase& c, const engine::PreparedPlan&) {
     return hip_kernel(c, mma);
   };

@@ -51,7 +51,9 @@ BackendChoice make_cpu(const BackendRequest& request) {
 // runtime, no device) is one line from the loader.
 BackendChoice make_hip(const BackendRequest& request) {
   BackendChoice choice;
-  choice.backend = hip::create_backend(int(request.device), request.device_memory_limit);
+  // GRETA_HIP_NO_GRAPHS for measurements only, as the Vulkan backend's experiment switches.
+  const bool graphs = !request.experiment_switches || hip::graphs_from_environment();
+  choice.backend = hip::create_backend(int(request.device), request.device_memory_limit, graphs);
   const auto devices = hip::list_devices();
   const size_t index = request.device < 0 ? 0 : size_t(request.device);
   choice.device = index < devices.size() ? devices[index].name : "HIP device";

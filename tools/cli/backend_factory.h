@@ -28,7 +28,8 @@ struct BackendRequest {
   std::vector<double> tensor_split;   // --tensor-split 3,1: shares of the blocks per GPU
   uint64_t device_memory_limit = 0;   // --device-memory-limit SIZE: what the engine may use on each GPU (0: all)
   // The Vulkan backend reads its experiment switches (GRETA_VK_GEMM_Q8=..., src/vk/backend/experiment_switches.h)
-  // from the environment: `greta-vk bench` only, so that no other command's kernels depend on a shell's variables.
+  // and the HIP backend GRETA_HIP_NO_GRAPHS from the environment: `greta-vk bench` only, so that no other command's
+  // kernels depend on a shell's variables.
   bool experiment_switches = false;
   bool spreads() const { return gpu_layers.has_value() || devices.size() > 1 || !tensor_split.empty(); }
 };
