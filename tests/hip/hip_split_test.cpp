@@ -38,12 +38,12 @@ TEST_CASE("hip layer split: a prompt of many passes runs pipelined over two devi
 TEST_CASE("hip layer split over two GPUs: every golden, even and --tensor-split 1,3") {
   HIP_DEVICE_OR_SKIP();
   if (!test::two_gpus_or_skip(hip::list_devices().size())) return;
-  test::check_goldens_over_two_gpus("hip", [](int device) { return hip::create_backend(device); });
+  test::check_goldens_over_two_gpus("hip", [](int device) { return test::hip_backend(device); });
 }
 
 TEST_CASE("hip device memory limit: it is the capacity, and a model past it is a clear error naming the device") {
   HIP_DEVICE_OR_SKIP();
-  auto hip = hip::create_backend(0, 64 << 10);
+  auto hip = test::hip_backend(0, 64 << 10);
   CHECK(hip->memory_capacity() == uint64_t(64 << 10));
   const std::string path = test::shared_path("models/stories260K-q8_0.gguf");
   CHECK_THROWS_WITH_AS(Engine::open(path, std::move(hip)), doctest::Contains("64.00 KiB"), Error);
@@ -59,7 +59,7 @@ TEST_CASE("hip device memory limit: auto placement puts what does not fit on the
     const model::GgufFile gguf = model::GgufFile::open(g.model_path);
     const model::ModelConfig config = model::ModelConfig::from_gguf(gguf);
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(hip::create_backend(0, uint64_t(5) << 19));  // 2.5 MiB
+    backends.push_back(test::hip_backend(0, uint64_t(5) << 19));  // 2.5 MiB
     backends.push_back(std::make_unique<cpu::CpuBackend>(cpu::CpuOptions{.threads = 2}));
     std::vector<PlacementDevice> devices;
     for (const auto& b : backends) devices.push_back({b->name(), b->memory_capacity()});

@@ -81,8 +81,9 @@ inline bool require_device() {
 #define HIP_DEVICE_OR_SKIP() \
   if (!::greta::test::require_device()) return
 
-inline std::unique_ptr<engine::Backend> hip_backend() {
-  return hip::create_backend(0, 0, hip::graphs_from_environment());
+// The HIP tests' backends: graph capture off with GRETA_HIP_NO_GRAPHS=1 (hip::graphs_from_environment).
+inline std::unique_ptr<engine::Backend> hip_backend(int device = 0, uint64_t device_memory_limit = 0) {
+  return hip::create_backend(device, device_memory_limit, hip::graphs_from_environment());
 }
 
 }  // namespace greta::test
