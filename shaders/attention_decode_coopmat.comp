@@ -1,25 +1,32 @@
 #version 450
 // Batched decode attention (one query token per sequence, AttentionOp::one_query_per_seq) on cooperative matrices
-// (16x16x16, f16 operands, f32 accumulation) for GQA: the HEADS (2..4) query heads of one KV head are the rows of
-// one 16-row tile, so the scores S = Q K^T and the output O += P V of a block of 16 keys are matrix products, where
-// attention_decode.comp sums each head's dot products over lanes with shuffles, a key at a time per slot. Same work
-// layout, bindings, splits and end (attention_decode_merge.glsl: the last workgroup of a head group merges the
-// splits, writes int8 / f16 copies) as attention_decode.comp, for f16 caches, head_dim == head_dim_v of 16, 32, 64 or
-// 128, and pages of a multiple of 16 positions (a block's keys lie on one page). Subgroups of at least 32.
+// (f16 operands, f32 accumulation) for GQA: the HEADS query heads of one KV head are the columns of one tile, so the
+// scores of a block of 16 keys, S^T = K Q^T (keys x heads), and the output O^T += V^T P^T (head dims x heads)
+// are matrix products, where attention_decode.comp sums each head's dot products over lanes with shuffles, a key at
+// a time per slot. Same work layout, bindings, splits and end (attention_decode_merge.glsl: the last workgroup of a
+// head group merges the splits, writes int8 / f16 copies) as attention_decode.comp, for f16 caches, head_dim ==
+// head_dim_v of 16, 32, 64 or 128, and pages of a multiple of 16 positions (a block's keys lie on one page).
+// Subgroups of at least 32.
+// The tile's columns: NH (a define) of 8 where the device has 16x8x16 products (NVIDIA: one mma.m16n8k16 each, and
+// half the accumulator registers of 16 columns), else 16 (every KHR device with f16 products). Keys and head dims
+// are the 16 rows. HEADS is 2, 3 or 4, or 8 on the 8-column tile (groups of 8 query heads per KV head, e.g. the
+// Llama-3-70B shape: one workgroup reads the KV head's rows for all 8, where 16 columns took two workgroups of 4).
 //
 // Workgroup (x, y) = (token t * n_heads / HEADS + head group, split y), subgroups w < 4 (128 invocations). Q's HEADS
-// rows (scaled, as f16; rows HEADS..15 zero) become D/16 named A fragments per subgroup, staged once through shared
-// memory. Subgroup w takes the blocks of 16 keys w, w + n_sg, ... from the one holding the split's first visible key
-// (split_keys() need not be a multiple of 16, nor a sliding window's first key). A block's K rows, then its V rows,
-// are staged in the subgroup's shared rows (16-byte loads by 16 lanes per 256-byte row, loaded a block ahead into
-// registers so that the latency hides behind the block before; a 16 x 16 fragment then comes from shared memory in
-// one matrix load, where straight from the cache V's fragments, whose K dimension is the keys, took 2-byte loads:
-// attention twice as slow as attention_decode). S = Q K^T goes through shared memory, where lane 8r + i (r < HEADS)
-// takes keys 2i, 2i + 1 of row r: scores of keys outside [first visible key, token's position] are -inf before the
-// row's maximum (three shuffles), P = exp(S - m) is written as f16 and O is scaled row by row by alpha through the
-// row-id fragment (attention_coopmat.comp explains it); then O += P V. The staged keys are clamped to the visible ones,
-// so every cache row read is one of this sequence's written rows: rows past the token's position hold anything
-// (another sequence's stale rows, never-written memory: inf or NaN), which P's zeros would not cancel (0 * inf).
+// rows (scaled, as f16; rows HEADS..15 zero) become D/16 named B fragments (Q^T: head dims x heads) per subgroup,
+// staged once through shared memory. Subgroup w takes the blocks of 16 keys w, w + n_sg, ... from the one holding
+// the split's first visible key (split_keys() need not be a multiple of 16, nor a sliding window's first key). A
+// block's K rows, then its V rows, are staged in the subgroup's shared rows (16-byte loads by 16 lanes per 256-byte
+// row, loaded a block ahead into registers so that the latency hides behind the block before; a 16 x 16 fragment
+// then comes from shared memory in one matrix load: K's as A row-major, V^T's as A column-major, where straight from
+// the cache V's fragments, whose K dimension is the keys, took 2-byte loads: attention twice as slow as
+// attention_decode). S^T goes through shared memory column-major, so that head r's 16 scores are a row of 16 floats:
+// LPR lanes per head take KPL keys each (8 x 2, or 4 x 4 for 8 heads): scores of keys outside [first visible key,
+// token's position] are -inf before the head's maximum (shuffles), P = exp(S - m) is written as f16 (P^T's columns)
+// and O^T is scaled column by column by alpha through the column-id fragment (element i of every accumulator of a
+// subgroup lies in column cid[i]); then O^T += V^T P^T. The staged keys are clamped to the visible ones, so every
+// cache row read is one of this sequence's written rows: rows past the token's position hold anything (another
+// sequence's stale rows, never-written memory: inf or NaN), which P's zeros would not cancel (0 * inf).
 // At the end each subgroup's (m, l, O rows < HEADS) go to sg_m, sg_l, sg_acc and finish_group merges them as
 // attention_decode.comp does.
 #extension GL_GOOGLE_include_directive : require
@@ -34,21 +41,30 @@ layout(binding = 0) readonly buffer Q { vec4 q4[]; };
 layout(binding = 1) readonly buffer K { uvec4 k_cache[]; };  // f16 rows, 8 halves per uvec4
 layout(binding = 2) readonly buffer V { uvec4 v_cache[]; };
 const uint MAX_HEAD_DIM_V = 128;
+#ifndef NH
+#define NH 16
+#endif
+#if NH == 8
+#define MERGE_SLOTS 32  // 4 subgroups x up to 8 heads
+#endif
 #include "attention_decode_merge.glsl"
 
 const uint KB = 16;                       // keys per block
 const uint MAX_WARPS = 4;                 // subgroups per workgroup (the host keeps within it)
 const uint DP = MAX_HEAD_DIM_V / 8 + 1;   // a staged row's stride in uvec4: padded by 16 bytes (no bank conflicts)
 const uint MAX_ITEMS = KB * (MAX_HEAD_DIM_V / 8) / 32;  // staged uvec4 per lane and block (subgroups of >= 32)
-shared float ss[MAX_WARPS * 256];   // per subgroup: S (16 x 16), the row ids at the start, O's tiles at the end
-shared float16_t ps[MAX_WARPS * 256];  // per subgroup: P (rows HEADS..15 stay 0)
+// Per subgroup: S^T (16 keys x NH heads, column-major), the column ids at the start, O^T's tiles at the end.
+shared float ss[MAX_WARPS * 16 * NH];
+shared float16_t ps[MAX_WARPS * 16 * NH];  // per subgroup: P^T (column-major; columns HEADS..NH - 1 stay 0)
 shared float row_alpha[MAX_WARPS * 16];
 // Per subgroup: the block's staged rows, K's until the scores are taken, then V's; first, Q for the whole workgroup.
 shared uvec4 kvs[MAX_WARPS * KB * DP];
 
 #define FRAG_A coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>
-#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>
-#define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>
+#define FRAG_B coopmat<float16_t, gl_ScopeSubgroup, 16, NH, gl_MatrixUseB>
+#define FRAG_C coopmat<float, gl_ScopeSubgroup, 16, NH, gl_MatrixUseAccumulator>
+const uint TILE = 16 * NH;  // a subgroup's floats in ss and halves in ps
+const uint LPR = HEADS > 4u ? 4u : 8u, KPL = 16u / LPR;  // softmax lanes per head, keys per lane (see main)
 
 void sync_subgroup() {
   subgroupMemoryBarrierShared();
@@ -56,29 +72,30 @@ void sync_subgroup() {
 }
 
 // Fragments are named variables (matmul_coopmat.comp: arrays of fragments are slow on NVIDIA's driver).
-#define Q_LOAD(c) if (16 * c < D) coopMatLoad(qf##c, kvs, 2 * c, DP, gl_CooperativeMatrixLayoutRowMajor);
-// S += Q[:, 16c..] K^T[16c.., keys]: K^T column j is key j's row (16 halves, contiguous).
+// Q^T[16c.., heads]: column r is head r's staged row (16 halves, contiguous).
+#define Q_LOAD(c) if (16 * c < D) coopMatLoad(qf##c, kvs, 2 * c, DP, gl_CooperativeMatrixLayoutColumnMajor);
+// S^T += K[keys, 16c..] Q^T[16c.., heads]: K's row j is key j's staged row.
 #define QK(c)                                                                                          \
   if (16 * c < D) {                                                                                     \
-    FRAG_B kf;                                                                                          \
-    coopMatLoad(kf, kvs, kv_base + 2 * c, DP, gl_CooperativeMatrixLayoutColumnMajor);                   \
-    s = coopMatMulAdd(qf##c, kf, s);                                                                    \
+    FRAG_A kf;                                                                                          \
+    coopMatLoad(kf, kvs, kv_base + 2 * c, DP, gl_CooperativeMatrixLayoutRowMajor);                      \
+    s = coopMatMulAdd(kf, qf##c, s);                                                                    \
   }
-// O[:, 16c..] += P V[keys, 16c..], V from its staged rows.
+// O^T[16c.., heads] += V^T[16c.., keys] P^T: V^T's column j is key j's staged row.
 #define PV(c)                                                                                           \
   if (16 * c < D) {                                                                                     \
-    FRAG_B vf;                                                                                          \
-    coopMatLoad(vf, kvs, kv_base + 2 * c, DP, gl_CooperativeMatrixLayoutRowMajor);                       \
-    o##c = coopMatMulAdd(pf, vf, o##c);                                                                 \
+    FRAG_A vf;                                                                                          \
+    coopMatLoad(vf, kvs, kv_base + 2 * c, DP, gl_CooperativeMatrixLayoutColumnMajor);                   \
+    o##c = coopMatMulAdd(vf, pf, o##c);                                                                 \
   }
-// O[:, 16c..]'s rows < HEADS into sg_acc, through this subgroup's 16 x 16 tile in ss.
+// O^T[16c.., heads < HEADS] into sg_acc, through this subgroup's tile in ss (column-major: head r's 16 dims at 16 r).
 #define STORE_O(c)                                                                                      \
   if (16 * c < D) {                                                                                     \
-    coopMatStore(o##c, ss, w * 256, 16, gl_CooperativeMatrixLayoutRowMajor);                            \
+    coopMatStore(o##c, ss, w * TILE, 16, gl_CooperativeMatrixLayoutColumnMajor);                        \
     sync_subgroup();                                                                                    \
     for (uint e = lane; e < HEADS * 16; e += sgs) {                                                     \
       const uint r = e / 16, d = 16 * c + e % 16;                                                       \
-      sg_acc[(w * HEADS + r) * (MAX_HEAD_DIM_V / 4) + d / 4][d % 4] = ss[w * 256 + e];                  \
+      sg_acc[(w * HEADS + r) * (MAX_HEAD_DIM_V / 4) + d / 4][d % 4] = ss[w * TILE + e];                 \
     }                                                                                                   \
     sync_subgroup();                                                                                    \
   }
@@ -133,27 +150,28 @@ void main() {
     if (d4 % 2 == 0) kvs[at].xy = uvec2(packHalf2x16(q.xy), packHalf2x16(q.zw));
     else kvs[at].zw = uvec2(packHalf2x16(q.xy), packHalf2x16(q.zw));
   }
-  // This subgroup's P rows and alphas: rows HEADS..15 stay 0 and 1. Row ids: element i of any accumulator of this
-  // subgroup lies in row rid[i].
-  for (uint e = lane; e < 256; e += sgs) {
-    ps[w * 256 + e] = float16_t(0.0);
-    ss[w * 256 + e] = float(e / 16);
+  // This subgroup's P^T columns and alphas: columns HEADS..NH - 1 stay 0 and 1. Column ids (a row-major tile of
+  // column indices): element i of any accumulator of this subgroup lies in column cid[i].
+  for (uint e = lane; e < TILE; e += sgs) {
+    ps[w * TILE + e] = float16_t(0.0);
+    ss[w * TILE + e] = float(e % NH);
   }
   if (lane < 16) row_alpha[w * 16 + lane] = 1.0;
   barrier();
-  FRAG_A qf0, qf1, qf2, qf3, qf4, qf5, qf6, qf7;
+  FRAG_B qf0, qf1, qf2, qf3, qf4, qf5, qf6, qf7;
   Q_LOAD(0) Q_LOAD(1) Q_LOAD(2) Q_LOAD(3) Q_LOAD(4) Q_LOAD(5) Q_LOAD(6) Q_LOAD(7)
-  FRAG_C rid;
-  coopMatLoad(rid, ss, w * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
-  barrier();  // Q and the row ids are in registers before kvs and ss are overwritten
+  FRAG_C cid;
+  coopMatLoad(cid, ss, w * TILE, NH, gl_CooperativeMatrixLayoutRowMajor);
+  barrier();  // Q and the column ids are in registers before kvs and ss are overwritten
 
-  // Softmax lanes: lane 8r + i takes keys 2i, 2i + 1 of row r < HEADS (lanes of rows >= HEADS only join the
-  // shuffles). Each row's maximum m is the same in its 8 lanes; l is per lane, summed at the end.
-  const uint my_row = lane / 8, my_key = 2 * (lane % 8);
+  // Softmax lanes: LPR lanes per head (8, or 4 for more than 4 heads, so that 32 lanes cover 8), lane LPR r + i
+  // taking keys KPL i .. KPL i + KPL - 1 of head r < HEADS (lanes of heads >= HEADS only join the shuffles). Each
+  // head's maximum m is the same in its LPR lanes; l is per lane, summed at the end.
+  const uint my_row = lane / LPR, my_key = KPL * (lane % LPR);
   const bool row_lane = my_row < HEADS;
   const bool sink = pc.has_sinks != 0 && split == 0 && w == 0 && row_lane;
   float m = sink ? sinks[h0 + my_row] : -1.0 / 0.0;
-  float l = sink && lane % 8 == 0 ? 1.0 : 0.0;
+  float l = sink && lane % LPR == 0 ? 1.0 : 0.0;
   FRAG_C o0 = FRAG_C(0.0), o1 = FRAG_C(0.0), o2 = FRAG_C(0.0), o3 = FRAG_C(0.0);
   FRAG_C o4 = FRAG_C(0.0), o5 = FRAG_C(0.0), o6 = FRAG_C(0.0), o7 = FRAG_C(0.0);
   // Each block's K and V are loaded a block ahead (k_raw, v_raw), so their latency hides behind a block's work. K's
@@ -166,42 +184,43 @@ void main() {
     if (more) { KV_LOAD(k_raw, k_cache, j0 + step, next_row0) }
     FRAG_C s = FRAG_C(0.0);
     QK(0) QK(1) QK(2) QK(3) QK(4) QK(5) QK(6) QK(7)
-    coopMatStore(s, ss, w * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+    coopMatStore(s, ss, w * TILE, 16, gl_CooperativeMatrixLayoutColumnMajor);
     sync_subgroup();
     const uint j = j0 + my_key;
-    const float s0 = row_lane && j >= key_begin && j < key_end ? ss[w * 256 + my_row * 16 + my_key] : -1.0 / 0.0;
-    const float s1 =
-        row_lane && j + 1 >= key_begin && j + 1 < key_end ? ss[w * 256 + my_row * 16 + my_key + 1] : -1.0 / 0.0;
-    float bm = max(s0, s1);
-    bm = max(bm, subgroupShuffleXor(bm, 1u));
-    bm = max(bm, subgroupShuffleXor(bm, 2u));
-    bm = max(bm, subgroupShuffleXor(bm, 4u));
+    float sc[4];
+    float bm = -1.0 / 0.0;
+    [[unroll]] for (uint i = 0; i < 4u; ++i)
+      if (i < KPL) {
+        sc[i] = row_lane && j + i >= key_begin && j + i < key_end ? ss[w * TILE + my_row * 16 + my_key + i] : -1.0 / 0.0;
+        bm = max(bm, sc[i]);
+      }
+    for (uint o = 1u; o < LPR; o <<= 1u) bm = max(bm, subgroupShuffleXor(bm, o));
     const float m_new = max(m, bm);
     const float base = m_new == -1.0 / 0.0 ? 0.0 : m_new;  // no key of the row yet: every p and alpha is 0
-    const float alpha = exp(m - base), p0 = exp(s0 - base), p1 = exp(s1 - base);
-    if (row_lane) {
-      ps[w * 256 + my_row * 16 + my_key] = float16_t(p0);
-      ps[w * 256 + my_row * 16 + my_key + 1] = float16_t(p1);
-      if (lane % 8 == 0) row_alpha[w * 16 + my_row] = alpha;
-    }
-    l = l * alpha + p0 + p1;
+    const float alpha = exp(m - base);
+    l *= alpha;
+    [[unroll]] for (uint i = 0; i < 4u; ++i)
+      if (i < KPL) {
+        const float p = exp(sc[i] - base);
+        if (row_lane) ps[w * TILE + my_row * 16 + my_key + i] = float16_t(p);
+        l += p;
+      }
+    if (row_lane && lane % LPR == 0) row_alpha[w * 16 + my_row] = alpha;
     m = m_new;
     KV_STORE(v_raw, kv_base)  // every lane's K fragments were read before the sync above
     if (more) { KV_LOAD(v_raw, v_cache, j0 + step, next_row0) }
     sync_subgroup();
-    [[unroll]] for (int i = 0; i < rid.length(); ++i) {
-      const float a = row_alpha[w * 16 + uint(rid[i])];
+    [[unroll]] for (int i = 0; i < cid.length(); ++i) {
+      const float a = row_alpha[w * 16 + uint(cid[i])];
       o0[i] *= a; o1[i] *= a; o2[i] *= a; o3[i] *= a; o4[i] *= a; o5[i] *= a; o6[i] *= a; o7[i] *= a;
     }
-    FRAG_A pf;
-    coopMatLoad(pf, ps, w * 256, 16, gl_CooperativeMatrixLayoutRowMajor);
+    FRAG_B pf;
+    coopMatLoad(pf, ps, w * TILE, 16, gl_CooperativeMatrixLayoutColumnMajor);
     PV(0) PV(1) PV(2) PV(3) PV(4) PV(5) PV(6) PV(7)
     sync_subgroup();  // ss, ps and the staged rows are read before the next block writes them
   }
-  l += subgroupShuffleXor(l, 1u);
-  l += subgroupShuffleXor(l, 2u);
-  l += subgroupShuffleXor(l, 4u);
-  if (row_lane && lane % 8 == 0) {
+  for (uint o = 1u; o < LPR; o <<= 1u) l += subgroupShuffleXor(l, o);
+  if (row_lane && lane % LPR == 0) {
     sg_m[w * HEADS + my_row] = m;
     sg_l[w * HEADS + my_row] = l;
   }

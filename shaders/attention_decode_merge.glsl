@@ -27,8 +27,13 @@ layout(push_constant) uniform Push {
   uint page_size; uint pages_per_seq; uint window; uint has_sinks;
 } pc;
 
-const uint MAX_HEADS = 4;
-const uint MAX_SUBGROUPS = 16;   // the host keeps subgroups x HEADS within these
+const uint MAX_HEADS = 4;  // attention_decode's
+// (subgroup, head) slots of the merge: the includer may define MERGE_SLOTS (attention_decode_coopmat: 4 subgroups of 8
+// heads on its 8-column tile); the host keeps subgroups x HEADS within them.
+#ifndef MERGE_SLOTS
+#define MERGE_SLOTS 16
+#endif
+const uint MAX_SUBGROUPS = MERGE_SLOTS;
 
 // Keys per split (the split y takes keys [y * split_keys(), (y + 1) * split_keys())).
 uint split_keys() { return MERGE ? split_args[3] : pc.split_keys; }

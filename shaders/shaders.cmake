@@ -102,6 +102,8 @@ greta_add_shader(attention_decode_f32_kvf16 attention_decode.comp DEFINES CACHE_
 greta_add_shader(attention_decode_f32_kvq8 attention_decode.comp DEFINES CACHE_Q8)
 # Batched decode attention of GQA heads on cooperative matrices (f16 caches; op_attention.cpp picks it).
 greta_add_shader(attention_decode_coopmat_f16_kvf16 attention_decode_coopmat.comp REQUIRES coopmat)
+# Its tile of 8 head columns (16x8x16 products), where the device has them (op_attention.cpp).
+greta_add_shader(attention_decode_coopmat_n8_f16_kvf16 attention_decode_coopmat.comp DEFINES NH=8 REQUIRES coopmat)
 # Decode fusions (src/vk/backend/fusion.h): RoPE of Q and K with the KV-cache append in one dispatch.
 greta_add_shader(rope_kv_f32 rope_kv.comp)
 greta_add_shader(rope_kv_f32_kvf16 rope_kv.comp DEFINES CACHE_F16)

@@ -71,12 +71,13 @@ TEST_CASE("vk batched decode attention: head groups merged at once, with the out
   CHECK(int8_out_runs >= 10);
 }
 
-// attention_decode_coopmat: the query heads of a KV head as the rows of one 16-row tile. Groups of 2, 3, 4 and 8 query
-// heads per KV head (8: two workgroups of 4), head dims 16, 32, 64 and 128 (96 takes attention_decode), sliding
-// windows (blocks cut at the front and the back), sinks, one split (positions < 32) and many, sequences at position 0
-// and near the context's end; the output as int8, f16 and f32 for the projections. Each case runs with
-// GRETA_VK_ATTN_COOPMAT=1 (the kernel at any number of sequences) and =0 (attention_decode); unset, the backend takes
-// it from 128 head groups (the rule's two cases last). Without cooperative matrices (lavapipe) =1 runs
+// attention_decode_coopmat: the query heads of a KV head as the columns of one tile. Groups of 2, 3, 4 and 8 query
+// heads per KV head (8: one workgroup on 8 columns, two of 4 on 16), head dims 16, 32, 64 and 128 (96 takes
+// attention_decode), sliding windows (blocks cut at the front and the back), sinks, one split (positions < 32) and
+// many, sequences at position 0 and near the context's end; the output as int8, f16 and f32 for the projections.
+// Each case runs with GRETA_VK_ATTN_COOPMAT=1 (the kernel at any number of sequences, on its tile of 8 head columns
+// where the device has 16x8x16 products), =16 (the same on its 16-column tile) and =0 (attention_decode); unset, the
+// backend takes it from 128 head groups (the rule's two cases last). Without cooperative matrices (lavapipe) =1 runs
 // attention_decode as =0 does, so only the first case checks that fallback.
 TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups as the rows of a tile") {
   struct Case {
@@ -89,13 +90,14 @@ TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups 
       {9, 200, 12, 4, 64, 0, false, GgmlType::Q4_K},  {3, 5, 16, 2, 64, 0, false, GgmlType::Q6_K},
       {7, 400, 8, 4, 16, 50, true, GgmlType::F16},    {33, 100, 8, 2, 128, 17, false, GgmlType::Q4_K},
       {20, 481, 4, 2, 32, 0, true, GgmlType::F16},    {2, 0, 8, 2, 64, 0, false, GgmlType::Q4_0},
+      {17, 300, 32, 4, 128, 0, true, GgmlType::Q4_K},  // groups of 8: one workgroup of 8 heads on 8 columns
       {6, 300, 8, 2, 96, 0, false, GgmlType::Q4_0},  // head dim 96: attention_decode
   };
   const bool coopmat = device_has_coopmat();
   uint32_t seed = 1380;
-  int coopmat_runs = 0;
+  int coopmat_runs = 0, narrow_runs = 0;
   for (const Case& k : cases)
-    for (const char* env : {"1", "0"}) {
+    for (const char* env : {"1", "16", "0"}) {
       if (!coopmat && env[0] == '1' && &k != &cases[0]) continue;
       CAPTURE(k.seqs);
       CAPTURE(k.start);
@@ -113,11 +115,19 @@ TEST_CASE("vk batched decode attention on cooperative matrices: GQA head groups 
       const bool ran = has(kernels, "attention_decode_coopmat");
       CHECK_MESSAGE(ran == (coopmat && env[0] == '1' && k.head_dim != 96), kernels);
       coopmat_runs += ran;
+      if (ran && env[1] == '6') CHECK_MESSAGE(!has(kernels, "coopmat_n8"), kernels);
+      const bool narrow = has(kernels, "coopmat_n8");
+      narrow_runs += narrow;
+      // Groups of 8 take one workgroup of 8 heads on the 8-column tile, two of 4 on the 16-column one.
+      if (ran && (k.heads / k.kv_heads) % 8 == 0)
+        CHECK_MESSAGE(has(kernels, narrow ? "(8 heads" : "(4 heads"), kernels);
       if (k.head_dim % 32 == 0) CHECK_MESSAGE(has(kernels, "int8 output"), kernels);
       if (k.window > 0) CHECK_MESSAGE(has(kernels, "window"), kernels);
       if (k.sinks) CHECK_MESSAGE(has(kernels, "sinks"), kernels);
     }
-  if (coopmat) CHECK(coopmat_runs == 8);
+  if (coopmat) CHECK(coopmat_runs == 18);
+  MESSAGE("attention_decode_coopmat on 8 head columns in ", narrow_runs, " of ", coopmat_runs, " runs");
+  CHECK((narrow_runs == 0 || narrow_runs == 9));  // where the device has 16x8x16 products, in every =1 run
   // The rule: 16 sequences of 32 query heads on 8 KV heads are 128 head groups of 4 (the coopmat kernel, in splits
   // for about 256 workgroups), 8 are 64 (attention_decode).
   for (int64_t seqs : {int64_t(8), int64_t(16)}) {

@@ -72,36 +72,51 @@ DecodeLayout decode_layout(const engine::AttentionOp& op, uint32_t rows, uint32_
 constexpr int64_t kDecodeTargetGroups = 512, kDecodeCoopmatTargetGroups = 256;
 
 // attention_decode_coopmat.comp's shared memory: S, P and the alphas of 4 subgroups, their staged K or V rows (16
-// keys of up to 128 dims: 17 uvec4 each), the merge's per-(subgroup, head) state.
-constexpr uint32_t kDecodeCoopmatShared = 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 * 16 * 17 * 16 + 16 * 32 * 16 + 16 * 8;
+// keys of up to 128 dims: 17 uvec4 each), the merge's per-(subgroup, head) state (16 slots, 32 on the 8-column
+// tile, which takes 8 heads).
+constexpr uint32_t decode_coopmat_shared(uint32_t slots) {
+  return 4 * (256 * 4 + 256 * 2 + 16 * 4) + 4 * 16 * 17 * 16 + slots * 32 * 16 + slots * 8;
+}
 
-// Query heads per workgroup of attention_decode_coopmat (the query heads of a KV head as the rows of one 16-row tile:
-// the largest of 4, 3, 2 dividing the group), or 0 where it does not apply: a batched decode step (one token per
-// sequence, whose rows share nothing else) over an f16 cache, GQA (2 or more heads per KV head), head_dim ==
-// head_dim_v of 16, 32, 64 or 128 (rows staged as uvec4 by shifts), pages of a multiple of 16 positions, f16
-// cooperative matrices, subgroups of at least 32 (8 softmax lanes per head), a model whose attention may round to f16
-// (OpEncoder::f16_attention), and at least 128 head groups (16 sequences of the 8B: its splits sized for about
-// kDecodeCoopmatTargetGroups workgroups then hold several blocks of 16 keys per subgroup). Below that a workgroup's
-// setup and merge (Q staged, the first blocks' latency, the subgroups' merge) cost more than attention_decode's
-// shuffles (docs/benchmarks.md, "op_attention.cpp's rules").
-// GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =0 never (tests, measurements); GRETA_VK_ATTN_HEADS, which forces
-// attention_decode's layout, also keeps attention_decode.
+// attention_decode_coopmat's tile of 8 head columns where the device multiplies 16x8x16 f16 (NVIDIA: one mma each;
+// the accumulators of O^T take half the registers of 16 columns), else its 16 columns (every KHR device with f16
+// products, AMD's among them). GRETA_VK_ATTN_COOPMAT=16 forces 16 (tests, measurements).
+ShaderId decode_coopmat_shader(const OpEncoder& e) {
+  const char* forced = e.switches().get("GRETA_VK_ATTN_COOPMAT");
+  const bool narrow =
+      e.info().supports_coopmat(16, 8, 16, VK_COMPONENT_TYPE_FLOAT16_KHR, VK_COMPONENT_TYPE_FLOAT32_KHR) &&
+      !(forced && std::string_view(forced) == "16") && shader_available(ShaderId::attention_decode_coopmat_n8_f16_kvf16);
+  return narrow ? ShaderId::attention_decode_coopmat_n8_f16_kvf16 : ShaderId::attention_decode_coopmat_f16_kvf16;
+}
+
+// Query heads per workgroup of attention_decode_coopmat (the query heads of a KV head as the columns of one tile: 8
+// on the 8-column tile where 8 divide the group, else the largest of 4, 3, 2 dividing it), or 0 where it does not
+// apply: a batched decode step (one token per sequence, whose rows share nothing else) over an f16 cache, GQA (2 or
+// more heads per KV head), head_dim == head_dim_v of 16, 32, 64 or 128 (rows staged as uvec4 by shifts), pages of a
+// multiple of 16 positions, f16 cooperative matrices, subgroups of at least 32 (4-8 softmax lanes per head), a model
+// whose attention may round to f16 (OpEncoder::f16_attention), and at least 128 head groups (16 sequences of the 8B:
+// its splits sized for about kDecodeCoopmatTargetGroups workgroups then hold several blocks of 16 keys per
+// subgroup). Below that a workgroup's setup and merge (Q staged, the first blocks' latency, the subgroups' merge)
+// cost more than attention_decode's shuffles (docs/benchmarks.md, "op_attention.cpp's rules").
+// GRETA_VK_ATTN_COOPMAT=1 takes it at any count, =16 too on its 16-column tile (decode_coopmat_shader), =0 never
+// (tests, measurements); GRETA_VK_ATTN_HEADS, which forces attention_decode's layout, also keeps attention_decode.
 uint32_t decode_coopmat_heads(const OpEncoder& e, const engine::AttentionOp& op, bool f16_cache, uint32_t rows) {
   const char* forced = e.switches().get("GRETA_VK_ATTN_COOPMAT");
-  if (forced && std::string_view(forced) != "0" && std::string_view(forced) != "1")
-    fail("GRETA_VK_ATTN_COOPMAT=", forced, ": expected 0 or 1");
-  if ((forced && std::string_view(forced) == "0") || e.switches().get("GRETA_VK_ATTN_HEADS")) return 0;
+  const std::string_view f = forced ? forced : "";
+  if (forced && f != "0" && f != "1" && f != "16") fail("GRETA_VK_ATTN_COOPMAT=", f, ": expected 0, 1 or 16");
+  if (f == "0" || e.switches().get("GRETA_VK_ATTN_HEADS")) return 0;
   const int64_t group = op.n_heads / op.n_kv_heads;
-  const uint32_t heads = group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
+  const bool narrow = decode_coopmat_shader(e) == ShaderId::attention_decode_coopmat_n8_f16_kvf16;
+  const uint32_t heads =
+      narrow && group % 8 == 0 ? 8 : group % 4 == 0 ? 4 : group % 3 == 0 ? 3 : group % 2 == 0 ? 2 : 1;
   const DeviceInfo& info = e.info();
-  const bool enough_rows =
-      rows / heads >= kDecodeCoopmatTargetGroups / 2 || (forced && std::string_view(forced) == "1");
+  const bool enough_rows = rows / heads >= kDecodeCoopmatTargetGroups / 2 || forced;
   const bool usable = enough_rows && op.one_query_per_seq && f16_cache && e.f16_attention() && heads >= 2 &&
                       op.head_dim == op.head_dim_v && op.head_dim >= 16 && op.head_dim <= 128 &&
                       std::has_single_bit(uint64_t(op.head_dim)) &&
                       op.page_size % 16 == 0 && e.has_coopmat_f16() && info.subgroup_size >= 32 &&
                       info.subgroup_size <= 128 && info.compute_full_subgroups &&
-                      info.max_shared_memory >= kDecodeCoopmatShared &&
+                      info.max_shared_memory >= decode_coopmat_shared(narrow ? 32 : 16) &&
                       shader_available(ShaderId::attention_decode_coopmat_f16_kvf16);
   return usable ? heads : 0;
 }
@@ -213,8 +228,9 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   const uint32_t decode_groups = rows / layout.heads;
   // "attention_decode_f32_kvf16 (4 heads, 16 lanes per key, " or "attention_decode_coopmat_f16_kvf16 (4 heads, ":
   // the layout, then the splits.
+  const ShaderId coopmat_shader = decode_coopmat_shader(e);
   const std::string decode_name =
-      coopmat_heads ? cat("attention_decode_coopmat_f16_kvf16 (", layout.heads, " heads, ")
+      coopmat_heads ? cat(shader_blob(coopmat_shader).name, " (", layout.heads, " heads, ")
                     : cat("attention_decode_f32", cache_suffix, " (", layout.heads,
                           layout.heads > 1 ? " heads" : " head", ", ", layout.lanes_per_key, " lanes per key, ");
   // Its splits: enough workgroups to fill a large GPU (about kDecodeTargetGroups, a constant from the H200), at most
@@ -256,7 +272,7 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
     GRETA_CHECK(!coopmat_heads || merge, "attention_decode_coopmat over ", splits, " key splits (at most 64)");
     const auto& d =
         coopmat_heads
-            ? e.pipeline(ShaderId::attention_decode_coopmat_f16_kvf16,
+            ? e.pipeline(coopmat_shader,
                          {{0, decode_local}, {1, merge}, {2, q8_out}, {3, uint32_t(op.page_size)}, {4, layout.heads},
                           {7, f16}},
                          options)
