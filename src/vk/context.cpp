@@ -161,7 +161,10 @@ Context::Context(std::unique_ptr<Instance> instance, VkPhysicalDevice physical_d
   GRETA_VK_CHECK(vkCreateDevice(physical_device_, &device_info, nullptr, &dispatch_.device));
   volkLoadDeviceTable(&dispatch_.fn, dispatch_.device);
   try {
-    const uint64_t spin_us = options_.spin_wait_us.value_or(info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU ? 0 : 5000);
+    const uint64_t rule_us = info_.type == VK_PHYSICAL_DEVICE_TYPE_CPU              ? 0
+                             : info_.type == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU ? 5000
+                                                                                    : 100000;
+    const uint64_t spin_us = options_.spin_wait_us.value_or(rule_us);
     queue_ = std::make_unique<Queue>(dispatch_, uint32_t(info_.compute_queue_family), options_.wait_timeout_ms,
                                      spin_us);
   } catch (...) {
