@@ -14,8 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/plan.h"
@@ -59,11 +61,16 @@ public:
     int64_t start_ns, end_ns;
   };
   std::vector<OpSpan>& op_spans() { return op_spans_; }
+  // Without profiling, a backend that can measure it cheaply (the Vulkan backend: two timestamps, nothing serialized)
+  // leaves the device time of each execute() here, from its first command to its last; the engine takes it once.
+  void set_run_device_seconds(double s) { run_device_s_ = s; }
+  std::optional<double> take_run_device_seconds() { return std::exchange(run_device_s_, std::nullopt); }
 
 private:
   Plan plan_;
   std::vector<double> op_seconds_;
   std::vector<OpSpan> op_spans_;
+  std::optional<double> run_device_s_;
 };
 
 struct OpRange {

@@ -58,8 +58,10 @@ struct Timings {
   double prefill_s = 0;
   int64_t decode_tokens = 0;
   double decode_s = 0;
-  // While the backend profiles: per step, first op start to last op end on the device, summed (prefill and decode
-  // alike). Wall time minus this is the host's share (submission, waits, read-back) plus idle device time.
+  // Per step, first op start to last op end on the device, summed (prefill and decode alike): while the backend
+  // profiles (its dispatches then run one at a time), else where it measures a run cheaply
+  // (PreparedPlan::take_run_device_seconds; 0 where it does not). Wall time minus this is the host's share
+  // (submission, waits, read-back) plus idle device time.
   double device_s = 0;
 
   double prefill_tokens_per_s() const { return prefill_s > 0 ? double(prefill_tokens) / prefill_s : 0; }

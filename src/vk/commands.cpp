@@ -185,16 +185,19 @@ void RecordedSequence::encode(const Recorder& recorder) {
       pool_descriptors += uint32_t(op.buffers.size());
     }
   }
-  const bool profile = options_.profile && context_->info().timestamp_valid_bits > 0 && timed > 0;
-  query_pool_.reset();
-  if (profile) {
+  const bool timestamps = context_->info().timestamp_valid_bits > 0;
+  const bool profile = options_.profile && timestamps && timed > 0;
+  const bool span = options_.span && !profile && timestamps;
+  const auto timestamp_pool = [&](uint32_t count) {
     auto qi = vk_struct<VkQueryPoolCreateInfo>(VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO);
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
-    qi.queryCount = 2 * timed;
+    qi.queryCount = count;
     VkQueryPool qp = VK_NULL_HANDLE;
     GRETA_VK_CHECK(fn.vkCreateQueryPool(d.device, &qi, nullptr, &qp));
-    query_pool_ = UniqueQueryPool(d, qp);
-  }
+    return UniqueQueryPool(d, qp);
+  };
+  query_pool_ = profile ? timestamp_pool(2 * timed) : UniqueQueryPool();
+  span_pool_ = span ? timestamp_pool(2) : UniqueQueryPool();
   VkDescriptorPool descriptor_pool = VK_NULL_HANDLE;
   if (pool_sets > 0) {
     VkDescriptorPoolSize size{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, pool_descriptors};
@@ -212,7 +215,9 @@ void RecordedSequence::encode(const Recorder& recorder) {
   const VkCommandBuffer cb = command_buffer_;
   GRETA_VK_CHECK(fn.vkBeginCommandBuffer(cb, &begin));
   if (profile) fn.vkCmdResetQueryPool(cb, query_pool_.get(), 0, 2 * timed);
+  if (span) fn.vkCmdResetQueryPool(cb, span_pool_.get(), 0, 2);
   record_full_barrier(fn, cb);
+  if (span) fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, span_pool_.get(), 0);
 
   const ComputePipeline* bound = nullptr;
   uint32_t query = 0;
@@ -286,6 +291,7 @@ void RecordedSequence::encode(const Recorder& recorder) {
     query += 2;
     labels_.push_back(op.label);
   }
+  if (span) fn.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, span_pool_.get(), 1);
   record_host_barrier(fn, cb);
   GRETA_VK_CHECK(fn.vkEndCommandBuffer(cb));
 }
@@ -295,6 +301,18 @@ uint64_t RecordedSequence::submit() {
   last_ticket_ = context_->queue().submit(command_buffer_);
   submitted_ = true;
   return last_ticket_;
+}
+
+std::optional<double> RecordedSequence::span_seconds() {
+  if (!span_pool_ || !submitted_) return std::nullopt;
+  wait();
+  const DeviceDispatch& d = context_->dispatch();
+  uint64_t ticks[2] = {};
+  GRETA_VK_CHECK(d.fn.vkGetQueryPoolResults(d.device, span_pool_.get(), 0, 2, sizeof ticks, ticks, sizeof(uint64_t),
+                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT));
+  const DeviceInfo& info = context_->info();
+  const auto t = timings_from_ticks({"span"}, ticks, info.timestamp_valid_bits, info.timestamp_period_ns);
+  return t.empty() ? std::nullopt : std::optional<double>(t[0].duration_ns() * 1e-9);
 }
 
 std::vector<DispatchTiming> RecordedSequence::timings() {

@@ -100,6 +100,9 @@ private:
 struct SequenceOptions {
   // Write GPU timestamps around every dispatch/copy/fill (ignored, with profiling() false, when the queue has none).
   bool profile = false;
+  // Without profile: a timestamp at the start and one at the end of the whole recording (span_seconds()), so a run's
+  // device time is known without serializing its dispatches as profiling does.
+  bool span = false;
 };
 
 class RecordedSequence {
@@ -122,6 +125,9 @@ public:
   bool profiling() const { return query_pool_ ? true : false; }
   // GPU times of each timed operation of the latest submission (waits for it). Empty without profiling.
   std::vector<DispatchTiming> timings();
+  // The latest submission's device time from its first command to its last (waits for it), with SequenceOptions::span
+  // on a queue with timestamps; nothing otherwise.
+  std::optional<double> span_seconds();
   const std::string& name() const { return name_; }
 
 private:
@@ -133,6 +139,7 @@ private:
   VkCommandBuffer command_buffer_ = VK_NULL_HANDLE;
   std::vector<UniqueDescriptorPool> descriptor_pools_;  // fallback path without push descriptors
   UniqueQueryPool query_pool_;
+  UniqueQueryPool span_pool_;  // SequenceOptions::span: the recording's first and last timestamps
   std::vector<std::string> labels_;  // one per timed operation, in order
   bool recorded_ = false;
   bool submitted_ = false;  // submitted since the last record()

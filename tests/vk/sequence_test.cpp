@@ -1,5 +1,7 @@
 // Recorded sequences resubmitted with new inputs, barriers between dependent operations, the queue's timeline
 // tickets, and GPU timestamps / the profiler.
+#include <chrono>
+#include <optional>
 #include <doctest/doctest.h>
 
 #include "core/error.h"
@@ -170,6 +172,49 @@ TEST_CASE_FIXTURE(VkFixture, "GPU timestamps: one per timed operation, non-negat
   CHECK(report.find("transfer copy") != std::string::npos);
   CHECK(report.find("copy_u32") != std::string::npos);
   CHECK(xfer().download<uint32_t>(b, n) == std::vector<uint32_t>(n, 5));
+}
+
+TEST_CASE_FIXTURE(VkFixture, "GPU span of a recording: first to last command, within the host's submit-to-done time") {
+  const uint32_t n = 200000;
+  Buffer a = alloc().create_buffer(n * 4, MemoryUse::device, "a");
+  Buffer b = alloc().create_buffer(n * 4, MemoryUse::device, "b");
+  const auto& fill = pipes().get(ShaderId::fill_u32, {{0, 64}});
+  const auto& copy = pipes().get(ShaderId::copy_u32, {{0, 64}});
+  struct {
+    uint32_t count, value;
+  } push{n, 7};
+  const auto work = [&](Recorder& r) {
+    r.dispatch(fill, {a.span()}, as_push(push), {group_count(n, 64, 65535), 1, 1}, "fill");
+    r.barrier();
+    for (int i = 0; i < 4; ++i) {
+      r.dispatch(copy, {a.span(), b.span()}, as_push(n), {group_count(n, 64, 65535), 1, 1});
+      r.barrier();
+    }
+  };
+  RecordedSequence plain(ctx(), "plain"), spanned(ctx(), "spanned", {.span = true}),
+      both(ctx(), "profiled", {.profile = true, .span = true});
+  plain.record(work);
+  spanned.record(work);
+  both.record(work);
+  CHECK(!spanned.span_seconds());  // not submitted yet
+  const bool timestamps = ctx().info().timestamp_valid_bits > 0;
+  for (int run = 0; run < 3; ++run) {
+    plain.run();
+    CHECK(!plain.span_seconds());
+    const auto start = std::chrono::steady_clock::now();
+    spanned.run();
+    const double host = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::optional<double> span = spanned.span_seconds();
+    CHECK(span.has_value() == timestamps);
+    if (span) {
+      CHECK(*span > 0.0);
+      CHECK(*span <= host * 1.01 + 1e-5);  // the device ran it between the submit and the wait's return
+    }
+    both.run();
+    CHECK(!both.span_seconds());  // profiling's own timestamps cover it
+    CHECK(both.timings().size() == (timestamps ? 5u : 0u));
+  }
+  CHECK(xfer().download<uint32_t>(b, n) == std::vector<uint32_t>(n, 7));
 }
 
 TEST_CASE("timings_from_ticks masks narrow counters and survives one wrap-around") {

@@ -46,7 +46,8 @@ lent_setup() {
   for f in "$dir"/shared/device/*.deb; do dpkg -x "$f" /; done
   ldconfig
   shared=$(cat "$dir/shared_dir")
-  if [ ! -e "$shared" ]; then mkdir -p "$(dirname "$shared")"; ln -s "$dir/shared" "$shared"; fi
+  # An absolute target (DIR may be relative), replacing a link left dangling by an earlier call.
+  if [ ! -e "$shared" ]; then mkdir -p "$(dirname "$shared")"; ln -sfn "$(realpath "$dir")/shared" "$shared"; fi
 }
 
 # lent_env DIR: what every step there needs (the sourcing script calls it first): NVIDIA's Vulkan driver for the

@@ -24,7 +24,7 @@ struct BatchedRow {
   int64_t npp = 0, ntg = 0, b = 0;
   double t_pp = 0, t_tg = 0;
   std::map<std::string, double> op_seconds;  // --profile: device time per op kind over the decode steps
-  double device_tg = 0;                       // --profile: device-busy seconds of the decode steps
+  double device_tg = 0;                       // device-busy seconds of the decode steps (0: not measured)
   engine::CrossingStats cross_pp, cross_tg;   // a layer split's hand-offs between devices in the prefill, the decode
   int64_t n_kv() const { return b * (npp + ntg); }
   double s_pp() const { return t_pp > 0 ? double(b * npp) / t_pp : 0; }
@@ -75,7 +75,8 @@ BatchedRow measure(engine::Engine& e, int64_t npp, int64_t ntg, int64_t b, engin
   }
   row.t_tg = std::chrono::duration<double>(Clock::now() - start).count();
   row.cross_tg = since(before);
-  if (profile) row.op_seconds = collect_op_seconds(e), row.device_tg = e.timings().device_s - device_before;
+  if (profile) row.op_seconds = collect_op_seconds(e);
+  row.device_tg = e.timings().device_s - device_before;
   for (engine::SeqId s : seqs) e.release_sequence(s);
   return row;
 }
@@ -196,7 +197,8 @@ int run_batched_bench(const Args& args) {
                                     {"pp", r.npp}, {"tg", r.ntg}, {"b", r.b}, {"n_kv", r.n_kv()},
                                     {"t_pp", r.t_pp}, {"s_pp", r.s_pp()}, {"t_tg", r.t_tg}, {"s_tg", r.s_tg()},
                                     {"t", r.t_pp + r.t_tg}, {"s", r.s()}};
-      if (profile) row["tg_op_seconds"] = r.op_seconds, row["tg_device_fraction"] = r.t_tg > 0 ? r.device_tg / r.t_tg : 0;
+      if (profile) row["tg_op_seconds"] = r.op_seconds;
+      if (r.device_tg > 0 && r.t_tg > 0) row["tg_device_fraction"] = r.device_tg / r.t_tg;
       if (loaded.split)
         row["crossings"] = {{"pp_copies", r.cross_pp.copies}, {"pp_s", r.cross_pp.seconds},
                             {"tg_copies", r.cross_tg.copies}, {"tg_s", r.cross_tg.seconds}};
@@ -221,6 +223,16 @@ int run_batched_bench(const Args& args) {
           std::fprintf(f, "| %s | %s | %s%% |\n", kind.c_str(), fixed(1e3 * sec / steps, 3).c_str(),
                      fixed(total > 0 ? 100 * sec / total : 0, 1).c_str());
     }
+  }
+  if (!profile && output != "json") {  // lines, not a table: scripts read the table's last row
+    std::string line;
+    for (const BatchedRow& r : rows)
+      if (r.device_tg > 0 && r.t_tg > 0)
+        line += cat(line.empty() ? "" : ", ", "B = ", r.b, " ", fixed(1e3 * r.device_tg / double(std::max<int64_t>(r.ntg, 1)), 3),
+                    " ms (", fixed(100 * r.device_tg / r.t_tg, 1), "%)");
+    if (!line.empty())
+      std::fprintf(output == "md" ? stdout : stderr,
+                   "\ndecode steps on the device (first to last command of each step; share of T_TG): %s\n", line.c_str());
   }
   if (loaded.split && output != "json")
     print_crossings(output == "md" ? stdout : stderr, loaded.split->placement().describe(), rows);

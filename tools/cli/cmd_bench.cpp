@@ -78,7 +78,7 @@ struct TestResult {
   std::vector<double> samples;  // tokens/s per timed run
   double mean = 0, stddev = 0;
   std::map<std::string, double> op_seconds;  // per op kind, summed over the timed runs (--profile)
-  double device_fraction = 0;                 // device busy time / wall time of the timed runs (--profile)
+  double device_fraction = 0;                 // device busy time / wall time of the timed runs (0: not measured)
   // A model spread over several backends: the hand-offs between them during the timed runs, and those runs' time.
   int64_t crossings = 0;
   double crossing_s = 0, wall_s = 0;
@@ -163,7 +163,8 @@ void print_json(const BenchContext& c, const std::vector<TestResult>& results) {
                 {"avg_ts", r.mean}, {"stddev_ts", r.stddev}, {"samples_ts", r.samples}};
     if (r.is_decode) row["weights_gbps"] = weight_gbps(c, r);
     if (r.is_decode) row["decode_bytes"] = c.decode_bytes;
-    if (!r.op_seconds.empty()) row["op_seconds"] = r.op_seconds, row["device_fraction"] = r.device_fraction;
+    if (!r.op_seconds.empty()) row["op_seconds"] = r.op_seconds;
+    if (r.device_fraction > 0) row["device_fraction"] = r.device_fraction;
     out.push_back(std::move(row));
   }
   std::printf("%s\n", out.dump(2, ' ', false, Json::error_handler_t::replace).c_str());
@@ -185,6 +186,15 @@ void print_profile(std::FILE* out, const std::vector<TestResult>& results) {
       std::fprintf(out, "| %s | %s | %s%% |\n", kind.c_str(), fixed(s * 1e3 / double(r.samples.size()), 3).c_str(),
                    fixed(total > 0 ? 100 * s / total : 0, 1).c_str());
   }
+}
+
+// Without profiling, where the backend measures each step's device time (two timestamps, nothing serialized): the
+// share of the wall time the device was busy, the rest being the host's (submission, waits, read-back) and idle time.
+void print_device_busy(std::FILE* out, const std::vector<TestResult>& results) {
+  std::string line;
+  for (const auto& r : results)
+    if (r.device_fraction > 0) line += cat(line.empty() ? "" : ", ", r.name, " ", fixed(100 * r.device_fraction, 1), "%");
+  if (!line.empty()) std::fprintf(out, "\ndevice busy (first to last command of each step): %s of the wall time\n", line.c_str());
 }
 
 class Bench {
@@ -229,10 +239,8 @@ public:
       wall += seconds;
     }
     r.wall_s = wall;
-    if (profile_) {
-      r.op_seconds = collect_op_seconds(engine_);
-      r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
-    }
+    if (profile_) r.op_seconds = collect_op_seconds(engine_);
+    r.device_fraction = wall > 0 ? (engine_.timings().device_s - device_before) / wall : 0;
     summarize(r);
     return r;
   }
@@ -331,6 +339,7 @@ int cmd_bench(int argc, char** argv) {
   else if (output == "csv") print_csv(context, results);
   else print_json(context, results);
   if (profile && output != "json") print_profile(output == "md" ? stdout : stderr, results);
+  if (!profile && output != "json") print_device_busy(output == "md" ? stdout : stderr, results);
   if (loaded.split) print_crossings(output == "md" ? stdout : stderr, loaded.split->placement().describe(), results);
   trace.write();
   return 0;

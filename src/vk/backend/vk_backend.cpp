@@ -452,6 +452,7 @@ public:
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
+    if (const std::optional<double> span = seq.span_seconds()) p.set_run_device_seconds(*span);
     p.logits_fresh = p.logits_readback && range.end == plan.ops.size();
     if (profiling_ && seq.profiling()) {
       for (const DispatchTiming& t : seq.timings()) {
@@ -558,7 +559,7 @@ private:
     auto& slot = p.sequences[{range.begin, range.end, profile}];
     if (slot) return *slot;
     slot = std::make_unique<RecordedSequence>(*context_, cat("ops ", range.begin, "..", range.end),
-                                              SequenceOptions{.profile = profile});
+                                              SequenceOptions{.profile = profile, .span = true});
     const OpEncoder::Resources resources{context_,    pipelines_, allocator_.get(),
                                          transfer_.get(),   &weights_,        &p.spans,
                                          &p.plan().buffers, &p.constants,     options_.matmul,
