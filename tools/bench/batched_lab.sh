@@ -8,7 +8,7 @@
 #   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
 # Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
 # .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
-# check (the decode kernels' tests) | ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where
+# check (the decode kernels' tests; after running peer builds, which it waits for) | ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where
 # packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
 # AB_ROUNDS 2, AB_NTG 64; AB_BASE e.g. .carry/greta-vk-lab) | profile, trace (greta-vk's
 # per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another binary) | table-l8, table-l7
@@ -49,6 +49,15 @@ peer() { lent_peer "$ROOT/.peer" $PEER vulkan; }
 # other sequences). The NVIDIA driver must stay loaded across the many instances a test process makes.
 check() {
   say "decode kernels on the GPU"
+  # The driver compiles the tests' many pipelines on the CPU: beside llama.cpp's builds (the peer step) the tests did
+  # not finish in a call's 10 minutes. Wait for running builds first.
+  local name
+  for name in bc bd; do
+    if [ -f "$PEER/$name.started" ] && [ ! -f "$PEER/$name.done" ]; then
+      echo "waiting for llama.cpp's $name build first"
+      lent_peer_wait $PEER 480 $name > /dev/null
+    fi
+  done
   (cd /tmp && LD_PRELOAD=/usr/local/nvidia/lib64/libGLX_nvidia.so.0 "$C/greta_vk_backend_tests" \
     --test-case='vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*' \
     2>&1 | tail -4 | tee "$OUT/check.log")
