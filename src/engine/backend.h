@@ -61,8 +61,9 @@ public:
     int64_t start_ns, end_ns;
   };
   std::vector<OpSpan>& op_spans() { return op_spans_; }
-  // Without profiling, a backend that can measure it cheaply (the Vulkan backend: two timestamps, nothing serialized)
-  // leaves the device time of each execute() here, from its first command to its last; the engine takes it once.
+  // Without profiling and with Backend::set_step_timing, a backend that can measure it cheaply (two timestamps or
+  // events, nothing serialized) leaves the device time of each execute() here, from its first command to its last;
+  // the engine takes it once.
   void set_run_device_seconds(double s) { run_device_s_ = s; }
   std::optional<double> take_run_device_seconds() { return std::exchange(run_device_s_, std::nullopt); }
 
@@ -123,9 +124,15 @@ public:
   // Per-op timing into PreparedPlan::op_seconds (a GPU backend uses timestamps). Off by default.
   virtual void set_profiling(bool on) { profiling_ = on; }
   bool profiling() const { return profiling_; }
+  // Each execute()'s device time, first command to last, into PreparedPlan::set_run_device_seconds where the backend
+  // can measure it without serializing anything (two timestamps or events); off by default, so that a step pays
+  // nothing for it unless a bench asks.
+  void set_step_timing(bool on) { step_timing_ = on; }
+  bool step_timing() const { return step_timing_; }
 
 protected:
   bool profiling_ = false;
+  bool step_timing_ = false;
 };
 
 }  // namespace greta::engine

@@ -50,7 +50,7 @@ public:
   std::vector<std::pair<std::string, const PoolBuffer*>> persistent;
   std::unique_ptr<PoolBuffer> gemm_a_half, gemm_inv_scale, attention_partials, moe_scratch;
   bool f16_attention = true;  // false when the backend holds an F32 weight matrix (see hip_backend.h)
-  std::unique_ptr<Event> op_start, op_end;  // profiling
+  std::unique_ptr<Event> op_start, op_end;  // profiling: around each op; step timing: around the whole execute
   Graph graph;
   bool graph_failed = false;
 
@@ -520,6 +520,9 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
                 " was enlarged by a later plan; this plan was prepared before and must not run again");
   }
 
+  // Step timing (Backend::set_step_timing): two events around the whole execute, its upload included.
+  const bool timed = step_timing_ && !profiling_;
+  if (timed) plan.op_start->record(*stream_);
   // Step input through the pinned mirror, one upload (the previous step finished: execute ends with a synchronize).
   uint8_t* staging = plan.step_input->data();
   for (const auto& slot : plan.step_slots) {
@@ -574,7 +577,9 @@ void HipBackend::execute(PreparedPlan& prepared, const StepInput& step, OpRange 
   } else {
     for (size_t i = range.begin; i < range.end; ++i) run_op(plan, p.ops[i]);
   }
+  if (timed) plan.op_end->record(*stream_);
   stream_->synchronize();
+  if (timed) plan.set_run_device_seconds(plan.op_end->seconds_since(*plan.op_start));
 }
 
 namespace {

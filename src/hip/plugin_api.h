@@ -13,7 +13,9 @@ namespace greta::engine {
 class Backend;
 }
 
-inline constexpr int kGretaHipPluginAbi = 3;  // 2: create_backend takes a device memory limit; 3: and use_graphs
+// 2: create_backend takes a device memory limit; 3: and use_graphs; 4: engine::Backend and PreparedPlan gained step
+// timing members (the object layouts that cross the boundary changed).
+inline constexpr int kGretaHipPluginAbi = 4;
 
 struct GretaHipDeviceInfo {
   int index;

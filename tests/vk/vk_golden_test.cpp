@@ -183,3 +183,26 @@ TEST_CASE("vk batched steps equal each sequence run alone") {
     CHECK(vk::validation_messages(batched.backend()).empty());
   }
 }
+
+// Backend::set_step_timing: each step's device time from two timestamps, only when asked (a step pays nothing for it
+// otherwise), and never counted twice with profiling's own spans. (Every device these tests run on, lavapipe
+// included, has timestamps on its compute queue.)
+TEST_CASE("vk step timing: a step's device time only when asked") {
+  Engine e = Engine::open(test::shared_path("models/stories260K.gguf"), vk::test::test_backend(), {.ctx = 64});
+  const std::vector<model::TokenId> prompt = {1, 400, 300, 200, 100, 50};
+  e.prefill(prompt);
+  e.decode(7);
+  CHECK(e.timings().device_s == 0.0);
+  e.backend().set_step_timing(true);
+  e.decode(8);
+  const double one = e.timings().device_s;
+  CHECK(one > 0.0);
+  CHECK(one < 10.0);
+  e.decode(9);
+  CHECK(e.timings().device_s > one);
+  e.backend().set_step_timing(false);
+  const double off = e.timings().device_s;
+  e.decode(10);
+  CHECK(e.timings().device_s == off);
+  CHECK(vk::validation_messages(e.backend()).empty());
+}

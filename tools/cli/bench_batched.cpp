@@ -152,6 +152,7 @@ int run_batched_bench(const Args& args) {
          e.kv_positions_available());
   e.reserve_kv(kv);  // the pool at its final size before anything is timed
   e.backend().set_profiling(profile);
+  e.backend().set_step_timing(true);  // each step's device time (nothing serialized), printed below the table
   trace.attach(e);      // profiling on where --trace asks for it
   e.set_trace(nullptr);  // the trace takes the timed runs only (below)
   engine::Rng rng(1234);

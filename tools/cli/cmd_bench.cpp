@@ -306,6 +306,7 @@ int cmd_bench(int argc, char** argv) {
   LoadedModel loaded = load_model(read_model(path), backend, engine::EngineOptions{.ctx = ctx, .max_batch = batch, .kv_type = kv_type_from(args)});
   engine::Engine& engine = loaded.engine;
   engine.backend().set_profiling(profile);
+  engine.backend().set_step_timing(true);  // each step's device time (nothing serialized): print_device_busy
   trace.attach(engine);
 
   BenchContext context;

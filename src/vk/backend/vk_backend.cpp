@@ -452,7 +452,8 @@ public:
     const int64_t submitted_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                                      std::chrono::steady_clock::now().time_since_epoch()).count();
     seq.run();
-    if (const std::optional<double> span = seq.span_seconds()) p.set_run_device_seconds(*span);
+    if (step_timing_ && !profiling_)  // the timestamps are always recorded (free); reading them is the cost
+      if (const std::optional<double> span = seq.span_seconds()) p.set_run_device_seconds(*span);
     p.logits_fresh = p.logits_readback && range.end == plan.ops.size();
     if (profiling_ && seq.profiling()) {
       for (const DispatchTiming& t : seq.timings()) {
