@@ -487,8 +487,7 @@ void Engine::run_pass(std::span<const Run> runs, std::span<const StepEntry> entr
     timings_.device_s += double(last - first) * 1e-9;
   }
   prepared.op_spans().clear();
-  if (const std::optional<double> run = prepared.take_run_device_seconds(); run && !backend_->profiling())
-    timings_.device_s += *run;
+  if (const std::optional<double> run = prepared.take_run_device_seconds()) timings_.device_s += *run;  // not profiling
 }
 
 void Engine::count_time(bool decode, int64_t sequences, int64_t tokens, double seconds) {
