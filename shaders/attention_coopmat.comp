@@ -94,6 +94,7 @@ shared f16vec4 kv[2 * KV];
 // The staging items per invocation of one K (or V) block: BC * D / 4 vec4 over the workgroup.
 const uint WG = gl_WorkGroupSize.x;
 const uint ITEMS = (BC * MAX_D / 4 + WG - 1) / WG;
+const uint Q_ITEMS = (WARPS * 16 * MAX_D / 4 + WG - 1) / WG;  // Q's staged vec4 per invocation
 shared float ss[WARPS * BR * BC];  // S per subgroup; at the end, its 16 x 16 output tile
 shared float16_t ps[WARPS * BR * BC];
 shared float row_alpha[WARPS * BR], row_l[WARPS * BR];
@@ -105,17 +106,19 @@ shared int row_pos[WARPS * BR], row_seq[WARPS * BR];  // -1 past n_tokens
 
 // Fragments are named variables (see matmul_coopmat.comp: arrays of fragments are slow on the H100 driver).
 #define Q_LOAD(c) if (16 * c < D) coopMatLoad(qf##c, kv, w * BR * DP + 4 * c, DP, gl_CooperativeMatrixLayoutRowMajor);
-#define QK(c)                                                                                               \
+#define QK(c, s)                                                                                            \
   if (16 * c < D) {                                                                                          \
     FRAG_B kf;                                                                                               \
     coopMatLoad(kf, kv, kc * 16 * DP + 4 * c, DP, gl_CooperativeMatrixLayoutColumnMajor);                    \
     s = coopMatMulAdd(qf##c, kf, s);                                                                         \
   }
-// S = Q K^T for this block's 32 keys, into this subgroup's ss rows.
+// S = Q K^T for this block's 32 keys, into this subgroup's ss rows: per 16 keys two chains of multiply-adds (even
+// and odd 16-column slices of D, added at the end), half the dependent latency of one chain.
 #define SCORES()                                                                                             \
   [[unroll]] for (uint kc = 0; kc < BC / 16; ++kc) {                                                         \
-    FRAG_C s = FRAG_C(0.0);                                                                                  \
-    QK(0) QK(1) QK(2) QK(3) QK(4) QK(5) QK(6) QK(7)                                                          \
+    FRAG_C s = FRAG_C(0.0), s1 = FRAG_C(0.0);                                                                \
+    QK(0, s) QK(1, s1) QK(2, s) QK(3, s1) QK(4, s) QK(5, s1) QK(6, s) QK(7, s1)                              \
+    s += s1;                                                                                                 \
     coopMatStore(s, ss, w * BR * BC + kc * 16, BC, gl_CooperativeMatrixLayoutRowMajor);                      \
   }
 // O slice c (columns 16c .. 16c + 15) += P V.
@@ -188,10 +191,17 @@ void main() {
   const uint g = h / (pc.n_heads / pc.n_kv_heads);
   const uint r0 = w * BR;  // this subgroup's first row in the per-workgroup arrays
 
-  // Stage Q (f16, through the K and V tiles) and set up the rows.
-  for (uint i = tid; i < rows * D4; i += WG) {
-    const uint r = i / D4, d4 = i - r * D4, t = t0 + r;
-    kv[r * DP + d4] = f16vec4(t < pc.n_tokens ? q4[(t * pc.n_heads + h) * D4 + d4] : vec4(0.0));
+  // Stage Q (f16, through the K and V tiles) and set up the rows. Every load is issued before the first store: in a
+  // loop of load-then-store the compiler waited on each load in turn, 16 round trips to memory per invocation that
+  // took about 15 us of a 512-token step's 90 on the H200 (docs/benchmarks.md).
+  vec4 qr[Q_ITEMS];
+  [[unroll]] for (uint it = 0; it < Q_ITEMS; ++it) {
+    const uint i = tid + it * WG, r = i / D4, d4 = i - r * D4, t = t0 + r;
+    qr[it] = i < rows * D4 && t < pc.n_tokens ? q4[(t * pc.n_heads + h) * D4 + d4] : vec4(0.0);
+  }
+  [[unroll]] for (uint it = 0; it < Q_ITEMS; ++it) {
+    const uint i = tid + it * WG, r = i / D4, d4 = i - r * D4;
+    if (i < rows * D4) kv[r * DP + d4] = f16vec4(qr[it]);
   }
   for (uint r = tid; r < rows; r += WG) {
     const uint t = t0 + r;
