@@ -129,16 +129,19 @@ TEST_CASE("vk decode fusion: one token's gate and up matvecs making the down pro
         const bool oai = kind == GluKind::SwiGluOai;
         CAPTURE(oai);
         auto fc = test::ffn_case(s.type, s.down_type, n, s.dim, s.ffn, seed, kind);
-        // Two int8 quantizations in a row (the normed input, then the GLU): twice one int8 matvec's limit.
+        // Two int8 quantizations in a row (the normed input, then the GLU): twice one int8 matvec's limit. The
+        // clamped GLU with its clamps binding (limit 0.7) gives larger errors, with or without the pair: over 40
+        // seeds of the Q4_K / Q6_K shape the quantizer's path reached an NMSE of 7.8e-4 (SiLU 1.2e-4).
+        const double limit = (kind == GluKind::SwiGluOai ? 5 : 2) * k_q8_limit;
         std::string kernels, apart;
-        const double e = compare(fc.c, fc.x, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
+        const double e = compare(fc.c, fc.x, limit, vk::MatmulKernel::automatic, 2e-6, &kernels);
         CHECK_MESSAGE(has(kernels, "makes the down projection's int8 input") == (n == 1), kernels);
         CHECK_MESSAGE(has(kernels, "(int8, made by the gate and up projections)") == (n == 1), kernels);
         CHECK_MESSAGE(!has(kernels, "ffn_swiglu  glu_f32"), kernels);
         compare(fc.c, fc.up, 1e-9);
         // Turned off, the down projection's quantizer makes the input again (and the results agree as well).
         greta::vk::test::ScopedEnv no_pair("GRETA_VK_FUSE", "residual,norm,rope_kv,swiglu,bias,route");
-        const double e_apart = compare(fc.c, fc.x, 2 * k_q8_limit, vk::MatmulKernel::automatic, 2e-6, &apart);
+        const double e_apart = compare(fc.c, fc.x, limit, vk::MatmulKernel::automatic, 2e-6, &apart);
         CHECK_MESSAGE(!has(apart, "makes the down projection's int8 input"), apart);
         // The same GLU and the same int8 rows either way (quantize_q8.comp's): the same error, up to rounding.
         CHECK(e == doctest::Approx(e_apart).epsilon(1e-3).scale(0));

@@ -8,12 +8,13 @@
 #   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
 # Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
 # .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
-# check (the decode kernels' tests; after running peer builds, which it waits for) | ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where
-# packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4",
-# AB_ROUNDS 2, AB_NTG 64; AB_BASE e.g. .carry/greta-vk-lab) | profile, trace (greta-vk's
-# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another binary) | table-l8, table-l7
-# (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128 --npl TABLE_NPL, by default
-# 1,4,16,32,64; a few minutes each with all three).
+# check (the decode kernels' tests; after running peer builds, which it waits for) | ab (S_TG of base and new
+# alternating: base is AB_BASE, else greta-vk-base where packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..."
+# for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4", AB_ROUNDS 2, AB_NTG 64; AB_BASE e.g.
+# .carry/greta-vk-lab) | ab-pp (the same for prefill: pp512, and S_PP of 16 prompts) | profile, trace (greta-vk's
+# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another
+# binary) | table-l8, table-l7 (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128
+# --npl TABLE_NPL, by default 1,4,16,32,64; a few minutes each with all three).
 # A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
 # `table-l7`, each call within the machine's 30 s of warmth after the last. Logs go to $OUT (else ./out).
 set -uo pipefail
@@ -86,6 +87,34 @@ ab() {
   done
 }
 
+# pp512 GRETA MODEL [VAR=VALUE...] / s_pp GRETA MODEL [VAR=VALUE...]: tokens/s of one prompt of 512 (`bench -p 512 -n 0
+# -r 5`) and S_PP of 16 prompts of 512 (`bench --batched --npp 512 --npl 16`, 4 decode steps).
+pp512() {
+  local g=$1 m=$2
+  shift 2
+  env ${AB_ENV:-} "$@" "$g" bench "/tmp/$m.gguf" -p 512 -n 0 -r 5 2>/dev/null | awk -F'|' '/pp512/ {gsub(/ /, "", $8); print $8}'
+}
+s_pp() {
+  local g=$1 m=$2
+  shift 2
+  env ${AB_ENV:-} "$@" "$g" bench "/tmp/$m.gguf" --batched --npp 512 --ntg 4 --npl 16 2>/dev/null |
+    awk -F'|' '/^\|/ {v = $7} END {gsub(/ /, "", v); print v}'
+}
+
+# ab-pp: prefill of base and new alternating, as ab's decode (the same AB_* variables but AB_NPL).
+ab_pp() {
+  local base=${AB_BASE:-$C/greta-vk-base} m r line
+  [ -x "$base" ] || base=$G
+  say "pp512 and S_PP at 16, base ($(basename "$base") ${AB_BASE_ENV:-}) / new (greta-vk ${AB_NEW_ENV:-}), alternating"
+  for m in ${AB_MODELS:-l8 l7}; do
+    for r in $(seq 1 "${AB_ROUNDS:-2}"); do
+      line="$m pp512: base $(pp512 "$base" "$m" ${AB_BASE_ENV:-}) new $(pp512 "$G" "$m" ${AB_NEW_ENV:-})"
+      line+="; S_PP: base $(s_pp "$base" "$m" ${AB_BASE_ENV:-}) new $(s_pp "$G" "$m" ${AB_NEW_ENV:-})"
+      echo "$line" | tee -a "$OUT/ab-pp.log"
+    done
+  done
+}
+
 # observe profile|trace: greta-vk's per-op shares (--profile, 32 steps) or a Chrome trace of 8 steps into $OUT, for
 # AB_MODELS at AB_NPL, with AB_NEW_ENV (OBSERVE_G: another binary, e.g. .carry/greta-vk-lab).
 observe() {
@@ -113,11 +142,12 @@ table() {
     --llama-args "-ngl 99" "${peers[@]}" 2>&1 | tee -a "$OUT/table-$m.txt"
 }
 
-[ $# -gt 0 ] || { sed -n 2,15p "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n 2,19p "$0"; exit 2; }
 lent_env "$C"
 for step in "$@"; do
   case $step in
-    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; profile | trace) observe "$step" ;; table-l8) table l8 ;; table-l7) table l7 ;;
+    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; ab-pp) ab_pp ;;
+    profile | trace) observe "$step" ;; table-l8) table l8 ;; table-l7) table l7 ;;
     *) echo "batched_lab.sh: unknown step $step"; exit 2 ;;
   esac
 done
