@@ -191,9 +191,8 @@ void main() {
   const uint g = h / (pc.n_heads / pc.n_kv_heads);
   const uint r0 = w * BR;  // this subgroup's first row in the per-workgroup arrays
 
-  // Stage Q (f16, through the K and V tiles) and set up the rows. Every load is issued before the first store: in a
-  // loop of load-then-store the compiler waited on each load in turn, 16 round trips to memory per invocation, a
-  // large part of a short prefill's attention (docs/benchmarks.md, 2026-12-04).
+  // Stage Q (f16, through the K and V tiles) and set up the rows. Every load is issued before the first store, so
+  // that an invocation's 16 loads overlap rather than wait one after another in a loop of load-then-store.
   vec4 qr[Q_ITEMS];
   [[unroll]] for (uint it = 0; it < Q_ITEMS; ++it) {
     const uint i = tid + it * WG, r = i / D4, d4 = i - r * D4, t = t0 + r;
