@@ -124,4 +124,25 @@ std::vector<float> OpCase::run_once(Backend& backend, BufferId out) {
   return read(backend, *prepared, out);
 }
 
+CacheFlush::CacheFlush(Backend& backend) : backend_(backend) {
+  constexpr int64_t kElems = int64_t(16) << 20;  // floats per buffer
+  Plan flush;
+  flush.shape = PlanShape::single(1, 1, true, ElemType::F32);
+  flush.tokens = flush.add_buffer("tokens", ElemType::I32, BufferRole::Tokens, 1);
+  flush.positions = flush.add_buffer("positions", ElemType::I32, BufferRole::Positions, 1);
+  const BufferId a = flush.add_buffer("flush a", ElemType::F32, BufferRole::Scratch, kElems);
+  const BufferId b = flush.add_buffer("flush b", ElemType::F32, BufferRole::Scratch, kElems);
+  flush.ops.push_back({"l2 flush", -1, AddOp{a, b, kElems}});
+  prepared_ = backend.prepare(flush);
+}
+
+void CacheFlush::run() {
+  const int32_t token = 0, position = 0;
+  StepInput step;
+  step.tokens = std::span<const int32_t>(&token, 1);
+  step.positions = std::span<const int32_t>(&position, 1);
+  backend_.execute(*prepared_, step);
+  prepared_->op_spans().clear();
+}
+
 }  // namespace greta::engine

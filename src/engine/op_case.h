@@ -66,4 +66,19 @@ struct OpCase {
   std::vector<float> run_once(Backend& backend, BufferId out);
 };
 
+// Evicts the GPU's last-level cache between timed runs: x += y over two 64 MiB buffers (more than any current L2),
+// on the backend it was made for. Without it a weight that fits the L2 (a 4096 x 4096 Q4_0 matrix is 9 MB) is served
+// from it on every repeated run, which the forward pass, streaming every weight once per step, never sees: the tuner
+// (vk/backend/tuner.cpp) would pick tiles for the wrong reason, and a kernel bench (--cold-l2) times what a step sees.
+// run() leaves the backend's op spans empty; the flush's own time is not added to any other plan's op_seconds.
+class CacheFlush {
+public:
+  explicit CacheFlush(Backend& backend);
+  void run();
+
+private:
+  Backend& backend_;
+  std::unique_ptr<PreparedPlan> prepared_;
+};
+
 }  // namespace greta::engine

@@ -27,11 +27,14 @@ const cli::OptionSpec k_options[] = {
     {"rows", "r", true, "weight rows (output features); with --cols picks one shape (the other defaults to 4096)"},
     {"cols", "c", true, "weight columns (input features)"},
     {"types", "t", true, "comma-separated weight types (default: all 13)"},
-    {"tokens", "n", true, "comma-separated token counts per matvec (default 1): a batched decode step's"},
+    {"tokens", nullptr, true, "comma-separated token counts per matvec (default 1): a batched decode step's"},
+    {"kernel", nullptr, true,
+     "matvec (default: the decode kernel at every token count) or auto (Vulkan: the backend's choice for the step, "
+     "e.g. the int8 cooperative-matrix GEMM of a batched step)"},
     k_require_device_option,
 };
 
-OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols, int64_t tokens) {
+OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols, int64_t tokens, vk::MatmulKernel kernel) {
   OpSpec spec;
   // "ROWSxCOLS" for one token, "TOKENSxROWSxCOLS" for several.
   const auto name = [tokens, cols](int64_t r) {
@@ -39,7 +42,7 @@ OpSpec matvec_spec(GgmlType type, int64_t rows, int64_t cols, int64_t tokens) {
   };
   spec.shape = name(rows);
   spec.type = model::type_name(type);
-  spec.kernel = vk::MatmulKernel::matvec;  // Vulkan: force the decode kernel (HIP picks it for one token anyway)
+  spec.kernel = kernel;  // Vulkan: matvec forces the decode kernel (HIP picks it for one token anyway)
   if (rows > k_check_rows) spec.checked_shape = name(k_check_rows);
   spec.build = [=](bool checked) {
     const int64_t n = checked ? std::min(rows, k_check_rows) : rows;
@@ -72,6 +75,9 @@ int run(int argc, char** argv) {
   const std::vector<int64_t> token_counts = parse_ints(args->get("tokens", "1"), "tokens");
   for (int64_t n : token_counts)
     if (n < 1 || n > 64) fail("--tokens: expected counts 1..64, got ", n);
+  const std::string kernel_name = args->get("kernel", "matvec");
+  if (kernel_name != "matvec" && kernel_name != "auto") fail("--kernel: expected matvec or auto, got ", kernel_name);
+  const vk::MatmulKernel kernel = kernel_name == "auto" ? vk::MatmulKernel::automatic : vk::MatmulKernel::matvec;
 
   for (const auto& shape : shapes) {
     const int64_t rows = shape[0], cols = shape[1];
@@ -84,7 +90,7 @@ int run(int argc, char** argv) {
         continue;
       }
       for (int64_t tokens : token_counts) {
-        Result r = bench->run(matvec_spec(type, rows, cols, tokens));
+        Result r = bench->run(matvec_spec(type, rows, cols, tokens, kernel));
         const double bytes = double(model::row_bytes(type, uint64_t(cols))) * double(rows);
         const double gbps = bytes / r.seconds * 1e-9;
         r.columns = {{"weights MiB", bytes / 1048576.0}, {"GB/s", gbps}, bench->percent_of_copy(gbps)};
@@ -92,8 +98,10 @@ int run(int argc, char** argv) {
       }
     }
   }
-  bench->note("GB/s counts the weight bytes read once per run; weights smaller than the GPU's last-level cache may "
-              "be served from it across repeated runs, so small matrices can exceed the bandwidth ceiling");
+  if (!options.cold_l2)
+    bench->note("GB/s counts the weight bytes read once per run; weights smaller than the GPU's last-level cache may "
+                "be served from it across repeated runs, so small matrices can exceed the bandwidth ceiling "
+                "(--cold-l2 evicts it before every run)");
   bench->note(cat("timed matrices of more than ", k_check_rows, " rows repeat 61 random rows (the values do not "
                   "change the speed); the checked column names the shape validated against the CPU"));
   bench->print();

@@ -34,9 +34,11 @@ struct OpBenchOptions : BenchOptions {
   bool quick = false;        // --quick: small shapes (seconds on lavapipe; the CTest smoke test)
   double max_seconds = 1.0;  // stop repeating a case after this much wall time (at least 3 repetitions)
   uint64_t copy_bytes = 0;   // the copy-ceiling buffer; 0: 256 MiB (beyond GPU caches), 16 MiB with small shapes
+  bool cold_l2 = false;      // --cold-l2: the last-level cache evicted before every timed run
 };
 
-// Parses the shared options (--device --json --iters --warmup --validation --quick --max-time --copy-mib --help)
+// Parses the shared options (--device --json --iters --warmup --validation --quick --max-time --copy-mib --cold-l2
+// --help)
 // and `extra`; the bench reads its own options from the result. nullopt: --help was printed.
 std::optional<cli::Args> parse_op_options(int argc, char** argv, const char* name, const char* what,
                                           std::span<const cli::OptionSpec> extra, OpBenchOptions& out);

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "engine/op_case.h"
 #include "engine/plan.h"
 #include "vk/backend/encoder.h"
 #include "vk/backend/vk_backend.h"
@@ -59,36 +60,6 @@ MatmulPlan matmul_plan(engine::WeightId weight, int64_t m, int64_t n, int64_t k)
   return p;
 }
 
-// Evicts the GPU's last-level cache between timed runs: x += y over two 64 MiB buffers (more than any current L2).
-// Without it a weight that fits the L2 (a 4096 x 4096 Q4_0 matrix is 9 MB) is served from it on every repeated run,
-// which the forward pass, streaming every weight once per step, never sees; tiles then win for the wrong reason.
-class CacheFlush {
-public:
-  explicit CacheFlush(engine::Backend& backend) : backend_(backend) {
-    constexpr int64_t kElems = int64_t(16) << 20;  // floats per buffer
-    engine::Plan plan;
-    plan.shape = engine::PlanShape::single(1, 1, true, engine::ElemType::F32);
-    plan.tokens = plan.add_buffer("tokens", engine::ElemType::I32, engine::BufferRole::Tokens, 1);
-    plan.positions = plan.add_buffer("positions", engine::ElemType::I32, engine::BufferRole::Positions, 1);
-    const engine::BufferId a = plan.add_buffer("flush a", engine::ElemType::F32, engine::BufferRole::Scratch, kElems);
-    const engine::BufferId b = plan.add_buffer("flush b", engine::ElemType::F32, engine::BufferRole::Scratch, kElems);
-    plan.ops.push_back({"l2 flush", -1, engine::AddOp{a, b, kElems}});
-    prepared_ = backend.prepare(plan);
-  }
-  void run() {
-    const int32_t token = 0, position = 0;
-    engine::StepInput step;
-    step.tokens = std::span<const int32_t>(&token, 1);
-    step.positions = std::span<const int32_t>(&position, 1);
-    backend_.execute(*prepared_, step);
-    prepared_->op_spans().clear();
-  }
-
-private:
-  engine::Backend& backend_;
-  std::unique_ptr<engine::PreparedPlan> prepared_;
-};
-
 struct Measured {
   double us = 0;              // fastest timed run
   std::vector<float> output;  // of the first run
@@ -97,7 +68,7 @@ struct Measured {
 // Prepares `mp` with `config`, runs it once (the output), on a GPU (`flush` set) warms it up with it for
 // kGpuWarmupSeconds, then times it.
 Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vector<float>& x,
-                 const MatmulConfig& config, const TuneOptions& options, CacheFlush* flush) {
+                 const MatmulConfig& config, const TuneOptions& options, engine::CacheFlush* flush) {
   set_matmul_config(backend, config);
   auto prepared = backend.prepare(mp.plan);
   set_matmul_config(backend, std::nullopt);
@@ -137,7 +108,7 @@ Measured measure(engine::Backend& backend, const MatmulPlan& mp, const std::vect
 
 // Times every valid candidate of `shape` and returns the row (with `best` the winner).
 TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const MatmulShapeClass& shape, int64_t m,
-                 const TuneOptions& options, CacheFlush* flush) {
+                 const TuneOptions& options, engine::CacheFlush* flush) {
   TuneRow row;
   row.shape = shape;
   row.m = m;
@@ -251,8 +222,9 @@ TuneReport tune_matmuls(std::span<const engine::WeightDesc> weights, const TuneO
   }
 
   backend->load_weights(to_load);
-  // GPUs: flush the last-level cache before each timed run (CacheFlush); a CPU device (lavapipe) has none to speak of.
-  std::optional<CacheFlush> flush;
+  // GPUs: flush the last-level cache before each timed run (engine::CacheFlush); a CPU device (lavapipe) has none to
+  // speak of.
+  std::optional<engine::CacheFlush> flush;
   if (!runs_on_cpu_device(*backend)) flush.emplace(*backend);
   backend->set_profiling(true);
   for (const auto& [s, i] : to_tune) {
