@@ -108,22 +108,57 @@ void finish_group(uint t, uint h0, uint split) {
   if (!is_last) return;
   memoryBarrierBuffer();
   // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
+  // The invocations beyond the items (a one-head workgroup has 32 items for 128 invocations) take a share of the
+  // splits each: part p of P merges splits p, p + P, ..., four at a time with their loads issued together, and part
+  // 0 merges the parts through shared memory. The loads are L2 round trips after the counter's: one after the other,
+  // a merge of 16 splits waited on 32 of them.
   const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
-  for (uint idx = tid; idx < n_items; idx += WG) {
+  const uint P = n_items < WG ? min(WG / n_items, MAX_SUBGROUPS / HEADS) : 1u;
+  const uint part = tid / n_items;
+  for (uint idx = tid - part * n_items; part < P && idx < n_items; idx += WG) {
     const uint hh = idx / DV4, d4 = idx - hh * DV4;
     const uint row_base = (t * pc.n_heads + h0 + hh) * n_splits * row_floats;
-    float big_m = -1.0 / 0.0;  // finite: the split of the token's own key
-    for (uint s = 0; s < used; ++s) big_m = max(big_m, partials[row_base + s * row_floats + DV]);
-    float den = 0.0;
+    float m = -1.0 / 0.0, den = 0.0;  // online over this part's splits
     vec4 merged = vec4(0.0);
-    for (uint s = 0; s < used; ++s) {
-      const uint b = row_base + s * row_floats;
-      const float w = exp(partials[b + DV] - big_m);  // 0 for a split without keys (m = -inf)
-      den += w * partials[b + DV + 1];
-      merged += w * vec4(partials[b + 4 * d4], partials[b + 4 * d4 + 1], partials[b + 4 * d4 + 2],
-                         partials[b + 4 * d4 + 3]);
+    for (uint s0 = part; s0 < used; s0 += 4u * P) {
+      float ms[4], ls[4];
+      vec4 vs[4];
+      [[unroll]] for (uint u = 0; u < 4u; ++u) {
+        const uint s = s0 + u * P, b = row_base + min(s, used - 1u) * row_floats;
+        ms[u] = s < used ? partials[b + DV] : -1.0 / 0.0;
+        ls[u] = partials[b + DV + 1];
+        vs[u] = vec4(partials[b + 4 * d4], partials[b + 4 * d4 + 1], partials[b + 4 * d4 + 2], partials[b + 4 * d4 + 3]);
+      }
+      [[unroll]] for (uint u = 0; u < 4u; ++u) {
+        if (ms[u] == -1.0 / 0.0) continue;  // a split without keys, or past the used ones
+        const float new_m = max(m, ms[u]), keep = exp(m - new_m), w = exp(ms[u] - new_m);
+        den = den * keep + w * ls[u];
+        merged = merged * keep + w * vs[u];
+        m = new_m;
+      }
     }
-    write_item(t, h0 + hh, d4, merged / den);
+    if (P == 1u) {
+      write_item(t, h0 + hh, d4, merged / den);
+    } else {
+      sg_acc[part * n_items + idx] = merged;
+      if (d4 == 0u) sg_m[part * HEADS + hh] = m, sg_l[part * HEADS + hh] = den;
+    }
+  }
+  if (P > 1u) {
+    barrier();
+    if (tid < n_items) {
+      const uint hh = tid / DV4, d4 = tid - hh * DV4;
+      float big_m = -1.0 / 0.0;  // finite: the part holding the token's own key
+      for (uint q = 0; q < P; ++q) big_m = max(big_m, sg_m[q * HEADS + hh]);
+      float den = 0.0;
+      vec4 merged = vec4(0.0);
+      for (uint q = 0; q < P; ++q) {
+        const float w = exp(sg_m[q * HEADS + hh] - big_m);  // 0 for a part without keys
+        den += w * sg_l[q * HEADS + hh];
+        merged += w * sg_acc[q * n_items + tid];
+      }
+      write_item(t, h0 + hh, d4, merged / den);
+    }
   }
   if (tid == 0) counters[counter] = 0u;  // every workgroup of this group has counted: ready for the next step
 }
