@@ -226,18 +226,22 @@ TEST_CASE("coopmat tile validity and shared-memory stages") {
 }
 
 // coopmat_split's rules, shapes of the 8B (Llama-3-8B: 4096 x 4096 Q, 1024 x 4096 K, 14336 x 4096 gate, 4096 x 14336
-// down) on tiles of 64 rows: prefill doubles a lone GEMM's split while its grid is under 128 workgroups; batched steps
+// down) on tiles of 64 rows: prefill doubles a lone GEMM's split while its grid is under 128 workgroups, and splits
+// one sharing a stage (K and V after Q) 2 ways under 128 workgroups; batched steps
 // split 4 ways up to 32 tokens, else 2 widened while one wave of two workgroups per compute unit holds the grid.
 TEST_CASE("coopmat split-K: prefill, batched steps and the one-wave widening at 33-64 tokens") {
   vt::ScopedEnv no_split("GRETA_VK_GEMM_SPLIT", nullptr);
   const ExperimentSwitches env = ExperimentSwitches::from_environment();
   DeviceInfo h200;
   h200.compute_units = 132;  // a wave: 264 workgroups
-  // Prefill (512 tokens on 128 x 128 tiles): 32 x 4 workgroups of 64 K steps split twice when alone, never when not.
+  // Prefill (512 tokens on 128 x 128 tiles): Q's 32 x 4 workgroups of 64 K steps unsplit; K's 8 x 4 split 4 ways
+  // alone, 2 beside Q; the 7B's K (32 x 4) unsplit beside Q.
   CHECK(coopmat_split(4 * 32, 64, true, 512, h200, env) == 1);
   CHECK(coopmat_split(4 * 8, 64, true, 512, h200, env) == 4);
-  CHECK(coopmat_split(4 * 8, 64, false, 512, h200, env) == 1);
+  CHECK(coopmat_split(4 * 8, 64, false, 512, h200, env) == 2);
+  CHECK(coopmat_split(4 * 32, 64, false, 512, h200, env) == 1);
   CHECK(coopmat_split(4 * 8, 16, true, 512, h200, env) == 1);  // 16 K steps per split at least
+  CHECK(coopmat_split(4 * 8, 16, false, 512, h200, env) == 1);
   // 16 and 32 tokens: 4 splits whatever the grid; at least 8 K steps each.
   CHECK(coopmat_split(64, 32, true, 16, h200, env) == 4);
   CHECK(coopmat_split(448, 112, false, 32, h200, env) == 4);
