@@ -127,7 +127,8 @@ void finish_group(uint t, uint h0, uint split) {
         const uint s = s0 + u * P, b = row_base + min(s, used - 1u) * row_floats;
         ms[u] = s < used ? partials[b + DV] : -1.0 / 0.0;
         ls[u] = partials[b + DV + 1];
-        vs[u] = vec4(partials[b + 4 * d4], partials[b + 4 * d4 + 1], partials[b + 4 * d4 + 2], partials[b + 4 * d4 + 3]);
+        const uint at = b + 4 * d4;
+        vs[u] = vec4(partials[at], partials[at + 1], partials[at + 2], partials[at + 3]);
       }
       [[unroll]] for (uint u = 0; u < 4u; ++u) {
         if (ms[u] == -1.0 / 0.0) continue;  // a split without keys, or past the used ones
