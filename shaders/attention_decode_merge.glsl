@@ -108,12 +108,13 @@ void finish_group(uint t, uint h0, uint split) {
   if (!is_last) return;
   memoryBarrierBuffer();
   // Only the splits that hold keys of this token (the others' m is -inf): a short context merges one or two.
-  // The invocations beyond the items (a one-head workgroup has 32 items for 128 invocations) take a share of the
-  // splits each: part p of P merges splits p, p + P, ..., four at a time with their loads issued together, and part
-  // 0 merges the parts through shared memory. The loads are L2 round trips after the counter's: one after the other,
-  // a merge of 16 splits waited on 32 of them.
+  // Past 4 splits the invocations beyond the items (a one-head workgroup has 32 items for 128 invocations) take a
+  // share of the splits each: part p of P merges splits p, p + P, ..., four at a time with their loads issued
+  // together, and part 0 merges the parts through shared memory. The loads are L2 round trips after the counter's:
+  // one after the other, a merge of 16 splits waited on 32 of them. Up to 4 splits (a short context) one part takes
+  // them all at once, without the parts' barrier and shared-memory round (which cost single-sequence tg128 0.5 %).
   const uint keys = split_keys(), used = min(n_splits, (uint(positions[t]) + keys) / keys);
-  const uint P = n_items < WG ? min(WG / n_items, MAX_SUBGROUPS / HEADS) : 1u;
+  const uint P = n_items < WG && used > 4u ? min(WG / n_items, MAX_SUBGROUPS / HEADS) : 1u;
   const uint part = tid / n_items;
   for (uint idx = tid - part * n_items; part < P && idx < n_items; idx += WG) {
     const uint hh = idx / DV4, d4 = idx - hh * DV4;
