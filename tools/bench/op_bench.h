@@ -38,8 +38,7 @@ struct OpBenchOptions : BenchOptions {
 };
 
 // Parses the shared options (--device --json --iters --warmup --validation --quick --max-time --copy-mib --cold-l2
-// --help)
-// and `extra`; the bench reads its own options from the result. nullopt: --help was printed.
+// --help) and `extra`; the bench reads its own options from the result. nullopt: --help was printed.
 std::optional<cli::Args> parse_op_options(int argc, char** argv, const char* name, const char* what,
                                           std::span<const cli::OptionSpec> extra, OpBenchOptions& out);
 

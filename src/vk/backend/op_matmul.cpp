@@ -111,14 +111,14 @@ bool gemm_f16_activations(const ExperimentSwitches& switches) {
 // matmul_coopmat's split-K factor for a grid of `groups` workgroups over `k_steps` K steps. Prefill: doubled (up to
 // 4) while the grid has fewer than 128 workgroups (the H100's 132 SMs at one workgroup each), keeping at least 16 K
 // steps per split; larger grids gain or lose with the wave count. A GEMM recorded after other dispatches without a
-// barrier between them (K and V after Q) shares the device with them: 2 splits when its grid is under 128
-// workgroups (the 8B's K and V, 32 each, whose workgroups otherwise walk all of K in a second wave behind Q's 128),
-// its sum in the stage after them with the others' (flush_split_sums). Steps of at most 64 tokens (batched decode: one token per sequence) split
-// every GEMM, alone or not, 4 ways up to 32 tokens, else 2 (then widen_batched_split), keeping at least 8 K steps
-// per split: their tiles cover the whole step, so a workgroup walks all of K for a few tokens, bound by its staging
-// loop (load, dequantize, barrier) rather than by the weight bytes; the split GEMMs of a stage run side by side with
-// their sums in one stage after them (flush_split_sums), so more splits stop paying early. The measurements:
-// docs/benchmarks.md, "op_matmul.cpp's rules".
+// barrier between them (K and V after Q) shares the device with them: at most 2 splits, by the same rule (the 8B's
+// K and V, 32 workgroups each, whose workgroups otherwise walk all of K in a second wave behind Q's 128), its sum in
+// the stage after them with the others' (flush_split_sums). Steps of at most 64 tokens (batched decode: one token per
+// sequence) split every GEMM, alone or not, 4 ways up to 32 tokens, else 2 (then widen_batched_split), keeping at
+// least 8 K steps per split: their tiles cover the whole step, so a workgroup walks all of K for a few tokens, bound
+// by its staging loop (load, dequantize, barrier) rather than by the weight bytes; the split GEMMs of a stage run
+// side by side with their sums in one stage after them (flush_split_sums), so more splits stop paying early. The
+// measurements: docs/benchmarks.md, "op_matmul.cpp's rules".
 // GRETA_VK_GEMM_SPLIT=N forces N (1..16) on both GEMM kernels for measurements and tests.
 std::optional<uint32_t> forced_split(uint32_t k_steps, const ExperimentSwitches& switches) {
   const char* v = switches.get("GRETA_VK_GEMM_SPLIT");
@@ -151,8 +151,7 @@ uint32_t coopmat_split(uint64_t groups, uint32_t k_steps, bool alone, int64_t n_
   if (const auto forced = forced_split(k_steps, switches)) return *forced;
   const bool batched = n_tokens <= 64;
   uint32_t split = batched ? (n_tokens <= 32 ? 4 : 2) : 1;
-  while (!batched && alone && split < 4 && groups * split < 128) split *= 2;
-  if (!batched && !alone && groups < 128) split = 2;
+  while (!batched && split < (alone ? 4u : 2u) && groups * split < 128) split *= 2;
   const uint32_t min_steps = batched ? kBatchedSplitMinSteps : 16;
   while (split > 1 && k_steps / split < min_steps) split /= 2;
   if (batched && n_tokens > 32) split = widen_batched_split(split, groups, k_steps, info);
