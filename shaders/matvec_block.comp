@@ -18,8 +18,8 @@
 // loads), and
 // adds scale * dot(codes, x) to an f32 partial sum. Codes become floats exactly through the 2^23 trick: the bits
 // 0x4B000000 | byte are the float 2^23 + byte, so one OR and one subtraction (which also removes the code's offset,
-// e.g. the 8 of Q4_0) replace an integer-to-float conversion. Partial sums are reduced with subgroupAdd, then across
-// subgroups through shared memory, as in matvec.comp.
+// e.g. the 8 of Q4_0) replace an integer-to-float conversion. The (row, token) partial sums are reduced in one
+// butterfly of shuffles over the subgroup (ROW_GATHER below), then across subgroups through shared memory.
 //
 // Results equal the reference's f32 dot products up to rounding (sums taken in another order, scales applied per
 // block or sub-block); tests/vk/vk_ops_test.cpp holds them to NMSE <= 1e-9.
@@ -77,6 +77,7 @@
 #extension GL_GOOGLE_include_directive : require
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
+#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_EXT_control_flow_attributes : require
 #if defined(X_Q8)
 #extension GL_EXT_integer_dot_product : require
@@ -373,6 +374,26 @@ layout(constant_id = 4) const uint TOKENS = 1;
     const float v = subgroupAdd(acc##r##u);                                                      \
     if (subgroupElect()) partial[(r * TOKENS + u) * MAX_SUBGROUPS + gl_SubgroupID] = v;         \
   }
+#define ROW_GATHER(r, u) \
+  if (r < ROWS && u < TOKENS) red[r * TOKENS + u] = acc##r##u;
+// The subgroup's sums of the NP = ROWS * TOKENS (rounded up to a power of two) accumulators into partial[], as one
+// butterfly: at lane offset o each lane keeps half of its values (the lower or upper half, by its bit o) and adds
+// its partner's copy of them, so NP values take NP - 1 shuffles where NP subgroupAdds took NP log2(subgroup size)
+// (16 pairs at 4 tokens x 4 rows on 32 lanes: 16 shuffles instead of 80, and the 4-token binary 35 -> 24 KiB; on the
+// H200 the 7B's S_TG at 4 sequences +16 %, at one +3 %: docs/benchmarks.md). Then lane L holds pair L / (size / NP)
+// (or, below NP lanes, pairs i + (NP / size) L of its NP / size values). Needs whole subgroups (ROW_REDUCE else).
+const uint NPAIRS = ROWS * TOKENS;
+const uint NP = NPAIRS <= 1u ? 1u : NPAIRS <= 2u ? 2u : NPAIRS <= 4u ? 4u : NPAIRS <= 8u ? 8u : 16u;
+#define RED_STEP(H)                                                  \
+  if (NP >= 2u * H && o >= 1u) {                                     \
+    const bool upper = (lane & o) != 0u;                             \
+    [[unroll]] for (uint i = 0; i < H; ++i) {                        \
+      const float send = upper ? red[i] : red[i + H];                \
+      const float keep = upper ? red[i + H] : red[i];                \
+      red[i] = keep + subgroupShuffleXor(send, o);                   \
+    }                                                                \
+    o >>= 1;                                                         \
+  }
 #define FOR_PAIRS(M)                                                                                     \
   M(0, 0) M(0, 1) M(0, 2) M(0, 3) M(0, 4) M(0, 5) M(0, 6) M(0, 7) M(1, 0) M(1, 1) M(1, 2) M(1, 3) M(1, 4) \
   M(1, 5) M(1, 6) M(1, 7) M(2, 0) M(2, 1) M(2, 2) M(2, 3) M(3, 0) M(3, 1) M(3, 2) M(3, 3) M(4, 0) M(4, 1) \
@@ -588,7 +609,24 @@ void main() {
       FOR_ROWS(ROW_LOAD)
       FOR_PAIRS(ROW_DOT)
     }
-    FOR_PAIRS(ROW_REDUCE)
+    const uint sgs = gl_SubgroupSize;
+    if (wg % sgs == 0u) {  // whole subgroups
+      const uint lane = gl_SubgroupInvocationID;
+      float red[16];
+      [[unroll]] for (uint i = 0; i < 16u; ++i) red[i] = 0.0;
+      FOR_PAIRS(ROW_GATHER)
+      uint o = sgs >> 1;
+      RED_STEP(8u) RED_STEP(4u) RED_STEP(2u) RED_STEP(1u)
+      for (; o >= 1u; o >>= 1) red[0] += subgroupShuffleXor(red[0], o);
+      const uint lanes_per_pair = max(sgs / NP, 1u), per_lane = max(NP / sgs, 1u);
+      if (lane % lanes_per_pair == 0u)
+        [[unroll]] for (uint i = 0; i < 16u; ++i) {
+          const uint p = i + per_lane * (lane / lanes_per_pair);
+          if (i < per_lane && p < NPAIRS) partial[p * MAX_SUBGROUPS + gl_SubgroupID] = red[i];
+        }
+    } else {
+      FOR_PAIRS(ROW_REDUCE)
+    }
     if (INPUT == IN_RMSNORM) {
       const float v = subgroupAdd(ss);
       if (subgroupElect()) partial_ss[gl_SubgroupID] = v;

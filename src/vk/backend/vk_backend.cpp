@@ -132,8 +132,11 @@ public:
                                   info.name);
     tuning_path_ = TuningCache::path_in(options.cache_dir.empty() ? default_cache_dir() : options.cache_dir);
     if (options.tuning_cache) load_tuning();
-    if (!info.subgroup_ops_in_compute || !(info.subgroup_operations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
-      fail("vk: ", info.name, " has no subgroup arithmetic in compute shaders, which the matvec kernels need");
+    constexpr VkSubgroupFeatureFlags kMatvecSubgroupOps =
+        VK_SUBGROUP_FEATURE_ARITHMETIC_BIT | VK_SUBGROUP_FEATURE_SHUFFLE_BIT;
+    if (!info.subgroup_ops_in_compute || (info.subgroup_operations & kMatvecSubgroupOps) != kMatvecSubgroupOps)
+      fail("vk: ", info.name,
+           " has no subgroup arithmetic and shuffles in compute shaders, which the matvec kernels need");
   }
 
   ~VkBackend() override {
