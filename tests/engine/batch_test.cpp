@@ -259,3 +259,28 @@ TEST_CASE("kv cache: grow() sizes the pool up front, within the budget, and page
   kv.release(s);
   check_pool_empty(kv);
 }
+
+TEST_CASE("engine: a pass may hold more tokens than one sequence's context (max_seqs of them)") {
+  const std::string path = test::shared_path("models/stories260K.gguf");
+  // The pass size is capped by max_seqs contexts, not by one: 4 prompts of 30 at ctx 32 in one pass of 120 tokens.
+  CHECK(open_engine(path, {.ctx = 32, .max_batch = 128, .max_seqs = 1}).options().max_batch == 32);
+  CHECK(open_engine(path, {.ctx = 32, .max_batch = 128, .max_seqs = 3}).options().max_batch == 96);
+  Engine e = open_engine(path, {.ctx = 32, .max_batch = 128, .max_seqs = 4});
+  CHECK(e.options().max_batch == 128);
+  std::mt19937 rng(5);
+  std::vector<std::vector<TokenId>> prompts(4);
+  std::vector<StepEntry> entries;
+  for (auto& p : prompts) {
+    for (int i = 0; i < 30; ++i) p.push_back(TokenId(1 + rng() % uint32_t(e.vocab_size() - 1)));
+    entries.push_back({e.new_sequence(), p, LogitsWanted::Last});
+  }
+  const StepLogits& out = e.step(entries);
+  Engine alone = open_engine(path, {.ctx = 32, .max_batch = 32, .max_seqs = 1});
+  const size_t vocab = size_t(alone.vocab_size());
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    CAPTURE(k);
+    alone.reset();
+    const std::vector<float> all = alone.prefill_all_logits(prompts[k]);
+    CHECK(bit_equal(out.row(k), std::span(all).subspan(29 * vocab, vocab)));
+  }
+}
