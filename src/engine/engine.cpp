@@ -100,9 +100,9 @@ Engine::Engine(model::GgufFile file, model::ModelConfig config, model::Tokenizer
                                   backend_->memory_capacity(), weights_.total_bytes(), backend_->name());
   ctx_ = sizing.ctx;
   options_.ctx = ctx_;
-  // A pass holds at most max_seqs sequences of at most ctx positions each. One sequence's context is not a pass's
-  // limit: with it, 4 prompts of 512 at ctx 516 and max_batch 2048 ran in passes of 516 tokens (a 5th GEMM tile row
-  // for 4 tokens; the 8B's S_PP at 16 sequences 10936 -> 7480 on an H200, docs/benchmarks.md).
+  // A pass holds at most max_seqs sequences of at most ctx positions each, so max_batch = min(max_batch, ctx *
+  // max_seqs), written so that the product cannot overflow. One sequence's context is not the limit: capped at it,
+  // 4 prompts of 512 at ctx 516 ran in passes of 516 tokens (docs/benchmarks.md, 2026-12-04 fourth session).
   if (options_.max_seqs <= options_.max_batch / ctx_) options_.max_batch = ctx_ * options_.max_seqs;
   const int64_t initial = std::min(kInitialPoolPositions, ctx_) / kPageSize + 2;
   kv_ = KvCache(kPageSize, initial, sizing.max_pages);
