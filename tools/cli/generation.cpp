@@ -192,11 +192,31 @@ void clear_op_seconds(engine::Engine& engine) {
     std::fill(plan->mutable_op_seconds().begin(), plan->mutable_op_seconds().end(), 0.0);
 }
 
+namespace {
+
+// A matmul's row in a profile: its weight's role (the op's label without the block prefix), type and shape, e.g.
+// "matmul ffn_down q6_K 4096x14336", so that a profile tells the matrices and weight types a step waits on.
+std::string matmul_profile_name(const engine::PlanOp& op, const engine::ModelWeights& weights) {
+  const auto& mm = std::get<engine::MatMulOp>(op.op);
+  std::string role = op.label;
+  if (op.layer >= 0) {
+    const std::string prefix = cat("blk.", op.layer, ".");
+    if (role.starts_with(prefix)) role.erase(0, prefix.size());
+  }
+  const auto& w = weights.table.at(size_t(mm.weight));
+  return cat("matmul ", role, " ", model::type_name(w.type), " ", mm.out_features, "x", mm.in_features);
+}
+
+}  // namespace
+
 std::map<std::string, double> collect_op_seconds(engine::Engine& engine) {
   std::map<std::string, double> out;
   for (engine::PreparedPlan* plan : engine.prepared_plans())
-    for (size_t i = 0; i < plan->plan().ops.size(); ++i)
-      out[engine::op_kind_name(plan->plan().ops[i].kind())] += plan->op_seconds()[i];
+    for (size_t i = 0; i < plan->plan().ops.size(); ++i) {
+      const engine::PlanOp& op = plan->plan().ops[i];
+      const bool matmul = op.kind() == engine::OpKind::MatMul;
+      out[matmul ? matmul_profile_name(op, engine.weights()) : engine::op_kind_name(op.kind())] += plan->op_seconds()[i];
+    }
   return out;
 }
 

@@ -82,7 +82,8 @@ private:
 };
 
 // Backend profiling (bench --profile): per-op device times accumulate in every plan the engine keeps prepared (one
-// per step-size bucket). clear_op_seconds zeroes them; collect_op_seconds sums them per op kind ("matmul", ...).
+// per step-size bucket). clear_op_seconds zeroes them; collect_op_seconds sums them per op kind ("rmsnorm",
+// ...), the matmuls per weight role, type and shape ("matmul ffn_down q6_K 4096x14336").
 void clear_op_seconds(engine::Engine& engine);
 std::map<std::string, double> collect_op_seconds(engine::Engine& engine);
 
