@@ -100,7 +100,16 @@ const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N (the host
 const uint G = BK / 8;                  // uvec4 (8 halves) per staged row
 const uint LDS = G + 1;                 // row stride in uvec4: odd, so 16-byte fragment rows hit distinct banks
 const uint WG = gl_WorkGroupSize.x;
-const uint W_ITEMS = (BN * G + WG - 1) / WG;  // uvec4 staged per invocation and K step (host: <= 4)
+// W is staged in units of one uvec4 of a row, or two for Q6_K on K steps of a multiple of 64 (W_PAIRED): columns c and c + 4
+// of 8 halves, elements j and j + 32 of a super-block with j % 64 < 32, whose 6-bit codes share their high-bit bytes
+// (qh), their d and often a scale word. A pair loads 12 words where two single units load 16.
+#if defined(WTYPE_Q6_K)
+const bool W_PAIRED = G % 8u == 0u;
+#else
+const bool W_PAIRED = false;
+#endif
+const uint WU = W_PAIRED ? G / 2u : G;  // W units per staged row
+const uint W_ITEMS = (BN * WU + WG - 1) / WG;  // W units staged per invocation and K step (host: <= 4 uvec4)
 const uint X_ITEMS = (BM * G + WG - 1) / WG;
 const uint XS = BM * LDS;  // one stage: X rows [0, XS), then W rows
 const uint STAGE = XS + BN * LDS;
@@ -196,6 +205,9 @@ uvec4 lut8(uint lo, uint hi, float scale) {
 struct Raw {
   uvec4 a;
   uvec4 b;
+#if defined(WTYPE_Q6_K)
+  uvec4 c;  // a W_PAIRED unit's third 4 words
+#endif
 };
 
 // `row`: the byte offset of the (clamped) weight row.
@@ -249,9 +261,17 @@ Raw load_w_raw(uint row, uint k) {
   // the word holding d, all inside the block but d's, which may pass it by 2 bytes (as dequant.glsl's reads do).
   const uint blk = row + (k >> 8) * 210u, j = k & 255u, h = j >> 7, rr = (j & 127u) >> 5, l = j & 31u;
   const uint ql = (blk + 64u * h + 32u * (rr & 1u) + l) >> 2, qh = (blk + 128u + 32u * h + l) >> 2;
+  const uint sb = blk + 192u + (j >> 4);
   r.a = uvec4(weight_words[ql], weight_words[ql + 1u], weight_words[ql + 2u], weight_words[qh]);
-  r.b = uvec4(weight_words[qh + 1u], weight_words[qh + 2u], weight_words[(blk + 192u + (j >> 4)) >> 2],
-              weight_words[(blk + 208u) >> 2]);
+  if (W_PAIRED) {
+    // rr is even: the partner (rr + 1) has its low nibbles 32 bytes on, its scale 2 bytes on (the word holding it, so
+    // no load leaves the block), the same qh bytes and d.
+    const uint ql1 = ql + 8u;
+    r.b = uvec4(weight_words[qh + 1u], weight_words[qh + 2u], weight_words[sb >> 2], weight_words[(sb + 2u) >> 2]);
+    r.c = uvec4(weight_words[ql1], weight_words[ql1 + 1u], weight_words[ql1 + 2u], weight_words[(blk + 208u) >> 2]);
+  } else {
+    r.b = uvec4(weight_words[qh + 1u], weight_words[qh + 2u], weight_words[sb >> 2], weight_words[(blk + 208u) >> 2]);
+  }
 #elif defined(WTYPE_MXFP4)
   // MXFP4 blocks of 17 bytes start at any byte: the word holding the exponent byte, and the 3 words covering the 8
   // code bytes qs[j & 15 ..] (low nibbles for j < 16, high for j >= 16), as Q4_0's.
@@ -407,6 +427,34 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
 #endif
 }
 
+#if defined(WTYPE_Q6_K)
+// A W_PAIRED unit of Q6_K: the 8 elements at k (rr even) into w0 and the 8 at k + 32 (rr + 1) into w1, as decode_w's
+// expression. The words: a = ql[0..3), qh, b = qh[1..3), the two scale words, c = the partner's ql[0..3), d.
+void decode_w_pair(Raw r, bool inside, uint row, uint k, out uvec4 w0, out uvec4 w1) {
+  if (!inside || (K_TAIL && k >= pc.cols)) {  // K % 256 == 0: k + 32 is inside the row when k is
+    w0 = uvec4(0u);
+    w1 = uvec4(0u);
+    return;
+  }
+  const uint blk = row + (k >> 8) * 210u, j = k & 255u, h = j >> 7, rr = (j & 127u) >> 5, l = j & 31u;
+  const uint ql_shift = ((blk + 64u * h + l) & 2u) * 8u, qh_shift = ((blk + 128u + 32u * h + l) & 2u) * 8u;
+  const uint nib = 4u * (rr >> 1), bits = 2u * rr;
+  const uint lo0 = funnel16(r.a.x, r.a.y, ql_shift) >> nib, lo1 = funnel16(r.a.y, r.a.z, ql_shift) >> nib;
+  const uint po0 = funnel16(r.c.x, r.c.y, ql_shift) >> nib, po1 = funnel16(r.c.y, r.c.z, ql_shift) >> nib;
+  const uint qh0 = funnel16(r.a.w, r.b.x, qh_shift), qh1 = funnel16(r.b.x, r.b.y, qh_shift);
+  const uint hi0 = qh0 >> bits, hi1 = qh1 >> bits, ph0 = qh0 >> (bits + 2u), ph1 = qh1 >> (bits + 2u);
+  const uint sb = blk + 192u + (j >> 4), db = blk + 208u;
+  const float16_t d = unpackFloat2x16(r.c.w >> ((db & 2u) * 8u)).x;
+  const int sc0 = bitfieldExtract(int(r.b.z >> ((sb & 3u) * 8u)), 0, 8);
+  const int sc1 = bitfieldExtract(int(r.b.w >> (((sb + 2u) & 3u) * 8u)), 0, 8);
+  const f16vec2 ds0 = f16vec2(d * float16_t(sc0)), ds1 = f16vec2(d * float16_t(sc1));
+  w0 = uvec4(q6_k_pair(lo0, hi0, ds0), q6_k_pair(lo0 >> 16, hi0 >> 16, ds0), q6_k_pair(lo1, hi1, ds0),
+             q6_k_pair(lo1 >> 16, hi1 >> 16, ds0));
+  w1 = uvec4(q6_k_pair(po0, ph0, ds1), q6_k_pair(po0 >> 16, ph0 >> 16, ds1), q6_k_pair(po1, ph1, ds1),
+             q6_k_pair(po1 >> 16, ph1 >> 16, ds1));
+}
+#endif
+
 // `row`: the element offset of the (clamped) activation row.
 Raw load_x_raw(uint row, uint k) {
   if (K_TAIL) k = k < pc.cols ? k : 0u;
@@ -437,10 +485,28 @@ uvec4 decode_x(Raw r, bool inside, uint row, uint k) {
 #endif
 }
 
-// Staging item i of this invocation: row (item / G) of the tile, columns 8 * (item % G) .. + 7. Its row offset and
-// whether the row exists are fixed for the whole loop (ITEM_SETUP). Register set S (0 or 1) holds the raw words of one
+// The first uvec4 column of W unit u of a row: u, or for pairs the column c of the pair (c, c + 4), c % 8 < 4.
+uint w_unit_column(uint u) { return W_PAIRED ? u + (u & ~3u) : u; }
+
+// Decodes a W unit's raw words into the stage at `at` (a pair: at and at + 4).
+void w_store(Raw r, bool inside, uint row, uint k, uint at) {
+#if defined(WTYPE_Q6_K)
+  if (W_PAIRED) {
+    uvec4 w0, w1;
+    decode_w_pair(r, inside, row, k, w0, w1);
+    smem[at] = w0;
+    smem[at + 4u] = w1;
+    return;
+  }
+#endif
+  smem[at] = decode_w(r, inside, row, k);
+}
+
+// Staging item i of this invocation: X's row (item / G) of the tile, columns 8 * (item % G) .. + 7; W's unit
+// (item % WU) of row (item / WU), from column 8 * w_unit_column(item % WU). Their row offsets and whether the rows
+// exist are fixed for the whole loop (ITEM_SETUP). Register set S (0 or 1) holds the raw words of one
 // K step; with DEPTH 2 the two sets alternate.
-#define W_OK(i) (i < W_ITEMS && tid + i * WG < BN * G)
+#define W_OK(i) (i < W_ITEMS && tid + i * WG < BN * WU)
 #define X_OK(i) (i < X_ITEMS && tid + i * WG < BM * G)
 #if defined(MOE)
 // The tile's row m: its slot's input row.
@@ -449,20 +515,22 @@ uint moe_x_row(uint tile_first, uint m) {
   return pc.per_slot != 0u ? slot : slot / pc.k;
 }
 #define ITEM_SETUP(i)                                                                                              \
-  const uint wn##i = n0 + (tid + i * WG) / G, xm##i = (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G);          \
+  const uint wn##i = n0 + (tid + i * WG) / WU, xm##i = (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G);         \
+  const uint wc##i = w_unit_column((tid + i * WG) % WU);                                                           \
   const bool win##i = wn##i < pc.rows, xin##i = xm##i < tile_rows;                                                 \
   const uint wrow##i = (expert_row0 + min(wn##i, pc.rows - 1u)) * pc.row_bytes,                                   \
              xrow##i = moe_x_row(tile_first, min(xm##i, tile_rows - 1u)) * pc.cols;
 #else
 #define ITEM_SETUP(i)                                                                                         \
-  const uint wn##i = n0 + (tid + i * WG) / G, xm##i = m0 + (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G); \
+  const uint wn##i = n0 + (tid + i * WG) / WU, xm##i = m0 + (tid + i * WG) / G, kc##i = 8 * ((tid + i * WG) % G); \
+  const uint wc##i = w_unit_column((tid + i * WG) % WU);                                                      \
   const bool win##i = wn##i < pc.rows, xin##i = xm##i < pc.n_tokens;                                          \
   const uint wrow##i = min(wn##i, pc.rows - 1u) * pc.row_bytes, xrow##i = min(xm##i, pc.n_tokens - 1u) * pc.cols;
 #endif
-#define W_LOAD(S, i, kk) if (W_OK(i)) wr##S##i = load_w_raw(wrow##i, (kk) + kc##i);
+#define W_LOAD(S, i, kk) if (W_OK(i)) wr##S##i = load_w_raw(wrow##i, (kk) + 8 * wc##i);
 #define X_LOAD(S, i, kk) if (X_OK(i)) xr##S##i = load_x_raw(xrow##i, (kk) + kc##i);
 #define W_STORE(S, i, kk, st) \
-  if (W_OK(i)) smem[(st) + XS + ((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = decode_w(wr##S##i, win##i, wrow##i, (kk) + kc##i);
+  if (W_OK(i)) w_store(wr##S##i, win##i, wrow##i, (kk) + 8 * wc##i, (st) + XS + ((tid + i * WG) / WU) * LDS + wc##i);
 #define X_STORE(S, i, kk, st) \
   if (X_OK(i)) smem[(st) + ((tid + i * WG) / G) * LDS + (tid + i * WG) % G] = decode_x(xr##S##i, xin##i, xrow##i, (kk) + kc##i);
 #define LOAD_SET(S, kk) \
