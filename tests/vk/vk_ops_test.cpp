@@ -421,14 +421,16 @@ TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the 
 // K groups (tile field KG): several groups of subgroups share each K step and sum their accumulators through shared
 // memory at the end; alone and under split-K, on a tile with partial blocks everywhere (101 rows, 5 / 67 tokens) and a
 // large one (4 x 4 fragments per subgroup), and one whose two stages need 72 KiB (one shared-memory stage where the
-// device has less: the H100's 48 KiB); staging loads issued 2 and 3 K steps ahead (DEPTH).
+// device has less: the H100's 48 KiB); staging loads issued 2 and 3 K steps ahead (DEPTH); the batched steps' tile of
+// 33-64 tokens (K steps of 128: Q6_K's pairs of staged columns at both halves of a step). K steps of 64 and 128 stage
+// Q6_K's weights in pairs, of 32 one column at a time.
 TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K, load depths 2 and 3, residual add)") {
   if (!device_has_coopmat()) {
     MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
     return;
   }
   uint32_t seed = 950;
-  for (const char* tile : {"128x128x2x2x32x2", "32x64x1x2x32x2", "64x64x2x2x64x4", "128x128x4x2x64x2"})
+  for (const char* tile : {"128x128x2x2x32x2", "32x64x1x2x32x2", "64x64x2x2x64x4", "128x128x4x2x64x2", "64x32x2x1x128x4"})
     for (const char* split : {"1", "2"})
       for (const char* depth : {"2", "3"})
         for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
