@@ -39,8 +39,8 @@ constexpr OptionSpec k_bench_options[] = {
     {"ctx", "c", true, "--batched: positions per sequence the plans are made for, as a server's --ctx (default: the "
                        "longest npp + ntg)"},
     {"output", "o", true, "md | csv | json (default md)"},
-    {"profile", nullptr, false, "also print the time share of each op kind (backend profiling on; with --batched, of "
-                                "the decode steps)"},
+    {"profile", nullptr, false, "also print the time share of each op kind, the matmuls per weight role, type and "
+                                "shape (backend profiling on; with --batched, of the decode steps)"},
     TraceRequest::option,
     {"help", "h", false, "show this help"},
 };
