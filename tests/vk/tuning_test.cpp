@@ -1,6 +1,7 @@
 // The matmul tuning cache (src/vk/backend/tuning.h), the backend's tile choice (forced > env > cache > default) and
 // `greta-vk tune` end to end. On lavapipe (CI) there are no cooperative matrices, so matmul_tiled's tiles are what
 // gets tuned there; on a coopmat device the same tests exercise matmul_coopmat's.
+#include <algorithm>
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -128,6 +129,22 @@ TEST_CASE("tuning cache: text round trip, save and load, tile names") {
   CHECK(token_bucket(1025) == 0);
   CHECK(tile_candidates(GemmKernel::tiled)[0] == kDefaultTiledTile);
   CHECK(tile_candidates(GemmKernel::coopmat)[0] == kDefaultCoopmatTile);
+  // tune times the default for the batch first; the batched steps' defaults join the candidates, once.
+  const auto candidates = tile_candidates(GemmKernel::coopmat);
+  const auto count_of = [](const std::vector<MatmulTile>& tiles, const MatmulTile& t) {
+    return std::count(tiles.begin(), tiles.end(), t);
+  };
+  for (int64_t n : {16, 32, 48, 64, 512, 4096}) {
+    CAPTURE(n);
+    const std::vector<MatmulTile> tiles = tune_tiles(GemmKernel::coopmat, n);
+    CHECK(tiles[0] == default_tile(GemmKernel::coopmat, n));
+    for (const MatmulTile& t : candidates) CHECK(count_of(tiles, t) == 1);
+    CHECK(count_of(tiles, tiles[0]) == 1);
+    const bool among = std::count(candidates.begin(), candidates.end(), tiles[0]) > 0;
+    CHECK(tiles.size() == candidates.size() + (among ? 0 : 1));
+  }
+  CHECK(tune_tiles(GemmKernel::coopmat, 64).size() == candidates.size() + 1);  // 64x32x2x1x128x4 is no candidate
+  CHECK(tune_tiles(GemmKernel::tiled, 64)[0] == kDefaultTiledTile);
   // Device names that would break the line format are made safe.
   CHECK(make_device_key(1, 2, 3, {}, "  GPU\nwith\ttabs  ").name == "GPU?with?tabs");
 }
@@ -364,12 +381,16 @@ TEST_CASE("tile precedence: forced > env > cache > default; invalid cached tiles
   fs::remove(dir / TuningCache::kFileName);
 }
 
-TEST_CASE("every candidate tile the device can run matches the CPU") {
+// The candidates and the batched steps' defaults (tune_tiles at 16, 32 and 64 tokens), at 67 tokens.
+TEST_CASE("every tile greta-vk tune tries that the device can run matches the CPU") {
   auto vk = backend_in(vt::scratch_dir("tuning-candidates"));
   std::vector<GemmKernel> kernels = {GemmKernel::tiled};
   if (automatic_gemm_kernel(*vk, GgmlType::Q4_0) == GemmKernel::coopmat) kernels.push_back(GemmKernel::coopmat);
-  for (GemmKernel kernel : kernels)
-    for (const MatmulTile& tile : tile_candidates(kernel)) {
+  for (GemmKernel kernel : kernels) {
+    std::vector<MatmulTile> tiles = tune_tiles(kernel, 64);
+    for (int64_t n : {16, 32})
+      if (std::count(tiles.begin(), tiles.end(), default_tile(kernel, n)) == 0) tiles.push_back(default_tile(kernel, n));
+    for (const MatmulTile& tile : tiles) {
       if (!matmul_config_valid(*vk, {kernel, tile})) continue;
       for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {
         const std::string name =
@@ -389,6 +410,7 @@ TEST_CASE("every candidate tile the device can run matches the CPU") {
         CHECK(validation_messages(*fresh).empty());
       }
     }
+  }
 }
 
 TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache is replaced") {

@@ -123,7 +123,7 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
   const MatmulTile dflt = matmul_config_valid(backend, {shape.kernel, small}) ? small : default_tile(shape.kernel);
   std::vector<float> reference;  // the default's output (or the first valid candidate's when it is not valid)
   double best_us = INFINITY;
-  for (const MatmulTile& tile : tile_candidates(shape.kernel)) {
+  for (const MatmulTile& tile : tune_tiles(shape.kernel, m)) {
     const MatmulConfig config{shape.kernel, tile};
     if (!matmul_config_valid(backend, config)) continue;
     Measured r;

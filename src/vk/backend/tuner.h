@@ -1,8 +1,9 @@
 // The measuring half of `greta-vk tune` (the CLI collects a model's prefill matmuls and prints the report; the cache
 // is tuning.h). For each shape class (kernel, weight type, token bucket, N, K) of the given weights:
 //   1. the kernel is the one automatic prefill matmuls use on the device (matmul_coopmat or matmul_tiled);
-//   2. every candidate tile of that kernel (tuning.h: tile_candidates) that the device can run is prepared as a
-//      one-op plan (the model's own weight, random activations of `batch` rows) with set_matmul_config;
+//   2. the default tile for the batch, then every other candidate tile of that kernel (tuning.h: tune_tiles) that
+//      the device can run, is prepared as a one-op plan (the model's own weight, random activations of `batch` rows)
+//      with set_matmul_config;
 //   3. each candidate's output is compared with the default tile's (NMSE limit 1e-9 for the f32 tiled kernel, 2e-6
 //      for f16 operands): a candidate that computes something else (or that fails to prepare or run, e.g. a pipeline
 //      the driver cannot build) is rejected, never timed;

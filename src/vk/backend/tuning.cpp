@@ -159,6 +159,14 @@ std::span<const MatmulTile> tile_candidates(GemmKernel kernel) {
   return k_tiled_candidates;
 }
 
+std::vector<MatmulTile> tune_tiles(GemmKernel kernel, int64_t n_tokens) {
+  const MatmulTile first = default_tile(kernel, n_tokens);
+  std::vector<MatmulTile> tiles{first};
+  for (const MatmulTile& t : tile_candidates(kernel))
+    if (!(t == first)) tiles.push_back(t);
+  return tiles;
+}
+
 int64_t token_bucket(int64_t n_tokens) {
   for (int64_t b : {64, 256, 1024})
     if (n_tokens <= b) return b;

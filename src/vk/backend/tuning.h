@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "model/tensor_types.h"
 
@@ -82,6 +83,12 @@ std::optional<MatmulTile> parse_tile(GemmKernel kernel, std::string_view text);
 // The tiles `greta-vk tune` tries for a kernel, the default first; the backend filters them by validity on the
 // device. Fixed, so that a tuning run is reproducible.
 std::span<const MatmulTile> tile_candidates(GemmKernel kernel);
+// What `greta-vk tune` times for steps of n_tokens: the default tile for that size first (the reference the others'
+// outputs must match, and the time a winner must beat by 2 %), then the other candidates. The batched steps'
+// defaults (default_tile at 64 tokens or fewer) are not prefill candidates: without them first, a tuned tile could
+// replace a faster default (the H200's 8B: Q6_K's tuned tiles at 64 tokens, 5136-5144 tokens/s at 64 sequences
+// against the default's 5205).
+std::vector<MatmulTile> tune_tiles(GemmKernel kernel, int64_t n_tokens);
 
 // Token-count buckets: 64, 256, 1024, or 0 for more than 1024 tokens (n_tokens >= 1).
 int64_t token_bucket(int64_t n_tokens);
