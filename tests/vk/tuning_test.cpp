@@ -473,6 +473,18 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   CHECK(third.output.find("tuned the prefill matmuls") != std::string::npos);
   CHECK(TuningCache::load((dir / TuningCache::kFileName).string(), warning).size() == 2);
 
+  // Up to 64 tokens (the batched decode steps) every token has logits, so the output projection (512 x 256) is tuned
+  // too; at 128 (a prompt) only the last token's are made, by a matvec.
+  const fs::path small_dir = vt::scratch_dir("tuning-cli-64");
+  fs::remove(small_dir / TuningCache::kFileName);
+  const vt::ProcessResult small = vt::run_process({GRETA_VK_CLI, "tune", model, "--batch", "64", "--reps", "2",
+                                                   "--max-time", "0.02"},
+                                                  {"GRETA_CACHE_DIR=" + small_dir.string()});
+  CAPTURE(small.output);
+  REQUIRE(small.exit_code == 0);
+  CHECK(small.output.find("| q4_0 512x256 | 64 |") != std::string::npos);
+  CHECK(first.output.find("| q4_0 512x256 |") == std::string::npos);
+
   const vt::ProcessResult bad = vt::run_process({GRETA_VK_CLI, "tune", model, "--batch", "4"}, env);
   CHECK(bad.exit_code == 1);
   CHECK(bad.output.find("--batch 4: expected token counts of 5..") != std::string::npos);
