@@ -100,9 +100,9 @@ const uint FM = SM / 16, FN = SN / 16;  // its fragments along M and N (the host
 const uint G = BK / 8;                  // uvec4 (8 halves) per staged row
 const uint LDS = G + 1;                 // row stride in uvec4: odd, so 16-byte fragment rows hit distinct banks
 const uint WG = gl_WorkGroupSize.x;
-// W is staged in units of one uvec4 of a row, or two for Q6_K on K steps of a multiple of 64 (W_PAIRED): columns c and c + 4
-// of 8 halves, elements j and j + 32 of a super-block with j % 64 < 32, whose 6-bit codes share their high-bit bytes
-// (qh), their d and often a scale word. A pair loads 12 words where two single units load 16.
+// W is staged in units of one uvec4 of a row, or two for Q6_K on K steps of a multiple of 64 (W_PAIRED): columns c
+// and c + 4 of 8 halves, elements j and j + 32 of a super-block with j % 64 < 32, whose 6-bit codes share their
+// high-bit bytes (qh), their d and often a scale word. A pair loads 12 words where two single units load 16.
 #if defined(WTYPE_Q6_K)
 const bool W_PAIRED = G % 8u == 0u;
 #else

@@ -389,7 +389,8 @@ TEST_CASE("every tile greta-vk tune tries that the device can run matches the CP
   for (GemmKernel kernel : kernels) {
     std::vector<MatmulTile> tiles = tune_tiles(kernel, 64);
     for (int64_t n : {16, 32})
-      if (std::count(tiles.begin(), tiles.end(), default_tile(kernel, n)) == 0) tiles.push_back(default_tile(kernel, n));
+      if (std::count(tiles.begin(), tiles.end(), default_tile(kernel, n)) == 0)
+        tiles.push_back(default_tile(kernel, n));
     for (const MatmulTile& tile : tiles) {
       if (!matmul_config_valid(*vk, {kernel, tile})) continue;
       for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q6_K}) {

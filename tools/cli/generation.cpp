@@ -215,7 +215,8 @@ std::map<std::string, double> collect_op_seconds(engine::Engine& engine) {
     for (size_t i = 0; i < plan->plan().ops.size(); ++i) {
       const engine::PlanOp& op = plan->plan().ops[i];
       const bool matmul = op.kind() == engine::OpKind::MatMul;
-      out[matmul ? matmul_profile_name(op, engine.weights()) : engine::op_kind_name(op.kind())] += plan->op_seconds()[i];
+      const std::string name = matmul ? matmul_profile_name(op, engine.weights()) : engine::op_kind_name(op.kind());
+      out[name] += plan->op_seconds()[i];
     }
   return out;
 }
