@@ -64,8 +64,9 @@ inline constexpr MatmulTile kDefaultCoopmatTile{128, 128, 2, 4, 64, 2};
 // tokens 9.6 on 16x32x1x2x64x2, 11.0 on 16x64x1x2x64x2, 11.7 on 32x64x2x2x64x2, 12.4-13.2 on 16x128 tiles or at
 // BK 128 (more workgroups, each with a shorter tile, beat fewer with more warps); 64 tokens 15.4 on
 // 64x64x2x2x128x4, 16.4 on 64x128x2x4x64x2, 16.6 on 64x64x2x2x64x4, 17.4 on 64x128x2x4x64x4. Since Q4_0 and Q4_K
-// took the int8 GEMM there, the f16 GEMM's 33-64 tokens are mostly Q6_K's: on 64 x 32 (8 subgroups, two workgroups
-// per SM where 64 x 64's 16 filled one) the 8B's S_TG at 64 sequences gained 1.5 % (docs/benchmarks.md).
+// took the int8 GEMM there, the f16 GEMM's 33-64 tokens are mostly Q6_K's and the output projections': on 64 x 32 (8
+// subgroups where 64 x 64 had 16, twice the row tiles) the 8B's S_TG at 64 sequences gained 2.6 %, 6.6 % with every
+// GEMM on f16 (docs/benchmarks.md, "op_matmul.cpp's rules").
 inline constexpr MatmulTile kCoopmatTile16Tokens{16, 32, 1, 2, 64, 2};
 inline constexpr MatmulTile kCoopmatTile32Tokens{32, 64, 2, 2, 64, 2};
 inline constexpr MatmulTile kCoopmatTile64Tokens{64, 32, 2, 1, 128, 4};
