@@ -47,7 +47,8 @@ setup() {
 peer() { lent_peer "$ROOT/.peer" $PEER vulkan; }
 
 # The tests of the decode kernels and fusions (the int8 matvec, its epilogues, the batched steps, the goldens beside
-# other sequences). The NVIDIA driver must stay loaded across the many instances a test process makes.
+# other sequences) and of the batched steps' GEMM tiles (the f16 GEMM's K groups and splits, every tile greta-vk tune
+# tries). The NVIDIA driver must stay loaded across the many instances a test process makes.
 check() {
   say "decode kernels on the GPU"
   # The driver compiles the tests' many pipelines on the CPU: beside llama.cpp's builds (the peer step) the tests did
@@ -60,7 +61,7 @@ check() {
     fi
   done
   (cd /tmp && LD_PRELOAD=/usr/local/nvidia/lib64/libGLX_nvidia.so.0 "$C/greta_vk_backend_tests" \
-    --test-case='vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*' \
+    --test-case='vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*,vk coopmat matmul*,every tile*' \
     2>&1 | tail -4 | tee "$OUT/check.log")
 }
 
