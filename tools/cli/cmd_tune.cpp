@@ -99,10 +99,10 @@ int cmd_tune(int argc, char** argv) {
   const engine::ModelWeights weights = engine::map_weights(files.file, files.config);
   for (size_t b = 0; b < batches.size(); ++b) {
     options.batch = batches[b];
-    // The model's matmuls at this batch: the plan the engine would run, its MatMul ops' weights. Up to 64 tokens (the
-    // batched decode steps' bucket) every token's logits, as there each token is a sequence's: the output projection
-    // is one of those steps' GEMMs (the 8B's at 64 sequences: 0.84 ms of a 13.7 ms step on the H200).
-    const bool all_logits = options.batch <= 64;
+    // The model's matmuls at this batch: the plan the engine would run, its MatMul ops' weights. In the smallest token
+    // bucket (up to 64: the batched decode steps) every token's logits, as there each token is a sequence's: the
+    // output projection is one of those steps' GEMMs (the 8B's at 64 sequences: 0.84 ms of a 13.7 ms step, H200).
+    const bool all_logits = vk::token_bucket(options.batch) == vk::token_bucket(1);
     const engine::Plan plan =
         engine::build_plan(files.config, weights, engine::PlanShape::single(options.batch, options.batch, all_logits));
     std::set<engine::WeightId> seen;
