@@ -22,6 +22,7 @@
 #include "test_util.h"
 #include "vk_ops_compare.h"
 #include "vk_test_util.h"
+#include "vk/backend/tuning.h"
 #include "vk/backend/vk_backend.h"
 #include "vk/instance.h"
 
@@ -419,36 +420,55 @@ TEST_CASE("vk coopmat matmul with split-K matches the CPU (with and without the 
 }
 
 // K groups (tile field KG): several groups of subgroups share each K step and sum their accumulators through shared
-// memory at the end; alone and under split-K, on a tile with partial blocks everywhere (101 rows, 5 / 67 tokens) and a
-// large one (4 x 4 fragments per subgroup), and one whose two stages need 72 KiB (one shared-memory stage where the
-// device has less: the H100's 48 KiB); staging loads issued 2 and 3 K steps ahead (DEPTH); the batched steps' tile of
-// 33-64 tokens (K steps of 128: Q6_K's pairs of staged columns at both halves of a step). K steps of 64 and 128 stage
-// Q6_K's weights in pairs, of 32 one column at a time.
+// memory at the end; alone and under split-K, on partial blocks everywhere (101 rows, 5 / 67 tokens), at load depths 2
+// and 3 (staging loads issued 2 and 3 K steps ahead), with the fused residual add at 67 tokens. K steps of 64 and 128
+// stage Q6_K's weights in pairs (both halves of a step), of 32 one column at a time.
+namespace {
+
+void check_k_groups_tile(const char* tile, uint32_t& seed) {
+  for (const char* split : {"1", "2"})
+    for (const char* depth : {"2", "3"})
+      for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
+        for (int64_t n : {int64_t(5), int64_t(67)}) {
+          const std::string type_name = model::type_name(type);
+          CAPTURE(tile);
+          CAPTURE(split);
+          CAPTURE(depth);
+          CAPTURE(type_name);
+          CAPTURE(n);
+          vk::test::ScopedEnv tile_env("GRETA_VK_COOPMAT_TILE", tile);
+          vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", split);
+          vk::test::ScopedEnv depth_env("GRETA_VK_GEMM_DEPTH", depth);
+          const std::string kernels = coopmat_matmul_kernels(type, n, n == 67, 160, seed);
+          CHECK_MESSAGE(has(kernels, tile), kernels);
+          if (std::string_view(split) == "2") CHECK_MESSAGE(has(kernels, "split-K 2"), kernels);
+          CHECK_MESSAGE(has(kernels, "depth 3") == (std::string_view(depth) == "3"), kernels);
+        }
+}
+
+}  // namespace
+
+// Tiles with a small one (32 x 64), a large one (4 x 4 fragments per subgroup) and one whose two stages need 72 KiB
+// (one shared-memory stage where the device has less: the H100's 48 KiB).
 TEST_CASE("vk coopmat matmul with K groups matches the CPU (alone, with split-K, load depths 2 and 3, residual add)") {
   if (!device_has_coopmat()) {
     MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
     return;
   }
   uint32_t seed = 950;
-  for (const char* tile : {"128x128x2x2x32x2", "32x64x1x2x32x2", "64x64x2x2x64x4", "128x128x4x2x64x2", "64x32x2x1x128x4"})
-    for (const char* split : {"1", "2"})
-      for (const char* depth : {"2", "3"})
-        for (GgmlType type : {GgmlType::F16, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q5_1})
-          for (int64_t n : {int64_t(5), int64_t(67)}) {
-            const std::string type_name = model::type_name(type);
-            CAPTURE(tile);
-            CAPTURE(split);
-            CAPTURE(depth);
-            CAPTURE(type_name);
-            CAPTURE(n);
-            vk::test::ScopedEnv tile_env("GRETA_VK_COOPMAT_TILE", tile);
-            vk::test::ScopedEnv split_env("GRETA_VK_GEMM_SPLIT", split);
-            vk::test::ScopedEnv depth_env("GRETA_VK_GEMM_DEPTH", depth);
-            const std::string kernels = coopmat_matmul_kernels(type, n, n == 67, 160, seed);
-            CHECK_MESSAGE(has(kernels, tile), kernels);
-            if (std::string_view(split) == "2") CHECK_MESSAGE(has(kernels, "split-K 2"), kernels);
-            CHECK_MESSAGE(has(kernels, "depth 3") == (std::string_view(depth) == "3"), kernels);
-          }
+  for (const char* tile : {"128x128x2x2x32x2", "32x64x1x2x32x2", "64x64x2x2x64x4", "128x128x4x2x64x2"})
+    check_k_groups_tile(tile, seed);
+}
+
+// The batched steps' default tiles of 16, 32 and 33-64 tokens (tuning.h), the last with K steps of 128.
+TEST_CASE("vk coopmat matmul: the batched steps' default tiles match the CPU (K groups, split-K, depths, residual)") {
+  if (!device_has_coopmat()) {
+    MESSAGE("no cooperative-matrix matmul on this device: nothing to test");
+    return;
+  }
+  uint32_t seed = 990;
+  for (const vk::MatmulTile& t : {vk::kCoopmatTile16Tokens, vk::kCoopmatTile32Tokens, vk::kCoopmatTile64Tokens})
+    check_k_groups_tile(vk::tile_name(vk::GemmKernel::coopmat, t).c_str(), seed);
 }
 
 // The int8 cooperative-matrix GEMM of batched steps (matmul_coopmat_q8_<type>, Q4_0, Q4_K and Q6_K on int8 activations;
