@@ -169,6 +169,14 @@ uint q6_k_pair(uint l, uint h, f16vec2 ds) {
   const uint q = nibble_pair(l) | (((h & 0x03u) | ((h << 8) & 0x00030000u)) << 4);
   return packFloat2x16(codes_minus(q, float16_t(1056.0)) * ds);
 }
+// Eight consecutive Q6_K elements (a staged uvec4): the low nibbles of lo0, lo1's bytes and the low 2 bits of hi0,
+// hi1's bytes, two per q6_k_pair.
+uvec4 q6_k_eight(uint lo0, uint lo1, uint hi0, uint hi1, f16vec2 ds) {
+  return uvec4(q6_k_pair(lo0, hi0, ds), q6_k_pair(lo0 >> 16, hi0 >> 16, ds), q6_k_pair(lo1, hi1, ds),
+               q6_k_pair(lo1 >> 16, hi1 >> 16, ds));
+}
+// The signed scale byte at byte offset `at` (any alignment) of the row, from the word holding it.
+int q6_k_scale(uint word, uint at) { return bitfieldExtract(int(word >> ((at & 3u) * 8u)), 0, 8); }
 #endif
 
 #if defined(WTYPE_Q4_K) || defined(WTYPE_Q5_K)
@@ -344,10 +352,8 @@ uvec4 decode_w(Raw r, bool inside, uint row, uint k) {
   const uint lo0 = funnel16(r.a.x, r.a.y, ql_shift) >> nib, lo1 = funnel16(r.a.y, r.a.z, ql_shift) >> nib;
   const uint hi0 = funnel16(r.a.w, r.b.x, qh_shift) >> bits, hi1 = funnel16(r.b.x, r.b.y, qh_shift) >> bits;
   const uint sb = blk + 192u + (j >> 4), db = blk + 208u;
-  const int sc = bitfieldExtract(int(r.b.z >> ((sb & 3u) * 8u)), 0, 8);
-  const f16vec2 ds = f16vec2(unpackFloat2x16(r.b.w >> ((db & 2u) * 8u)).x * float16_t(sc));
-  return uvec4(q6_k_pair(lo0, hi0, ds), q6_k_pair(lo0 >> 16, hi0 >> 16, ds), q6_k_pair(lo1, hi1, ds),
-               q6_k_pair(lo1 >> 16, hi1 >> 16, ds));
+  const f16vec2 ds = f16vec2(unpackFloat2x16(r.b.w >> ((db & 2u) * 8u)).x * float16_t(q6_k_scale(r.b.z, sb)));
+  return q6_k_eight(lo0, lo1, hi0, hi1, ds);
 #elif defined(WTYPE_MXFP4)
   // Same expression as dequant.glsl: w = table[q] * 2^(e - 128), rounded to f16 by pack8.
   const uint blk = row + (k >> 5) * 17u, cb = blk + 1u + (k & 15u);
@@ -445,13 +451,10 @@ void decode_w_pair(Raw r, bool inside, uint row, uint k, out uvec4 w0, out uvec4
   const uint hi0 = qh0 >> bits, hi1 = qh1 >> bits, ph0 = qh0 >> (bits + 2u), ph1 = qh1 >> (bits + 2u);
   const uint sb = blk + 192u + (j >> 4), db = blk + 208u;
   const float16_t d = unpackFloat2x16(r.c.w >> ((db & 2u) * 8u)).x;
-  const int sc0 = bitfieldExtract(int(r.b.z >> ((sb & 3u) * 8u)), 0, 8);
-  const int sc1 = bitfieldExtract(int(r.b.w >> (((sb + 2u) & 3u) * 8u)), 0, 8);
-  const f16vec2 ds0 = f16vec2(d * float16_t(sc0)), ds1 = f16vec2(d * float16_t(sc1));
-  w0 = uvec4(q6_k_pair(lo0, hi0, ds0), q6_k_pair(lo0 >> 16, hi0 >> 16, ds0), q6_k_pair(lo1, hi1, ds0),
-             q6_k_pair(lo1 >> 16, hi1 >> 16, ds0));
-  w1 = uvec4(q6_k_pair(po0, ph0, ds1), q6_k_pair(po0 >> 16, ph0 >> 16, ds1), q6_k_pair(po1, ph1, ds1),
-             q6_k_pair(po1 >> 16, ph1 >> 16, ds1));
+  const f16vec2 ds0 = f16vec2(d * float16_t(q6_k_scale(r.b.z, sb)));
+  const f16vec2 ds1 = f16vec2(d * float16_t(q6_k_scale(r.b.w, sb + 2u)));
+  w0 = q6_k_eight(lo0, lo1, hi0, hi1, ds0);
+  w1 = q6_k_eight(po0, po1, ph0, ph1, ds1);
 }
 #endif
 
