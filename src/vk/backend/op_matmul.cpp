@@ -139,7 +139,9 @@ constexpr uint32_t kBatchedSplitMinSteps = 8;  // K steps each split of a batche
 // one wave of two workgroups per compute unit (128 units where the device reports none) and each split keeps
 // kBatchedSplitMinSteps: Q, K, V, the output projection and a 4096-row down projection get shorter chains, while
 // gate, up and the output matrix, whose grids already fill the wave, keep theirs (more partials for their readers
-// to add cost more than they bought). Measured: docs/benchmarks.md, "op_matmul.cpp's rules".
+// to add cost more than they bought). The minimum is in K steps, not columns: Q4_K's steps of 256 keep 2048 columns
+// (4 splits of 1024 for the 8B's Q, K, V and attn_output lost 2 %). Measured: docs/benchmarks.md, "op_matmul.cpp's
+// rules".
 uint32_t widen_batched_split(uint32_t split, uint64_t groups, uint32_t k_steps, const DeviceInfo& info) {
   const uint64_t wave = 2ull * (info.compute_units ? info.compute_units : 128u);
   while (groups * (split + 1) <= wave && k_steps / (split + 1) >= kBatchedSplitMinSteps) ++split;
