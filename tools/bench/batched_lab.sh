@@ -8,10 +8,11 @@
 #   bash tools/bench/batched_lab.sh STEP...                        # there, carrying .carry and .peer
 # Steps: setup (binaries, loader, fixtures, the 8B and 7B files under /tmp) | peer (starts llama.cpp's builds from
 # .peer, ../shared/peer/make-kit.sh's kit, detached: about 6 minutes, during which no benchmark should run) |
-# check (the decode kernels' tests; after running peer builds, which it waits for) | ab (S_TG of base and new
-# alternating: base is AB_BASE, else greta-vk-base where packed, else greta-vk; AB_BASE_ENV, AB_NEW_ENV "VAR=VALUE ..."
-# for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4", AB_ROUNDS 2, AB_NTG 64; AB_BASE e.g.
-# .carry/greta-vk-lab) | ab-pp (the same for prefill: pp512, and S_PP of 16 prompts) | profile, trace (greta-vk's
+# check (the decode kernels' and the batched GEMMs' tests; after running peer builds, which it waits for) |
+# check-tiles (the f16 GEMM's other tiles: K groups, split-K, every tile greta-vk tune tries; a call of its own) |
+# ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where packed, else greta-vk; AB_BASE_ENV,
+# AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4", AB_ROUNDS 2, AB_NTG 64;
+# AB_BASE e.g. .carry/greta-vk-lab) | ab-pp (the same for prefill: pp512, and S_PP of 16 prompts) | profile, trace (greta-vk's
 # per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another
 # binary) | table-l8, table-l7 (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128
 # --npl TABLE_NPL, by default 1,4,16,32,64; a few minutes each with all three).
@@ -47,22 +48,31 @@ setup() {
 peer() { lent_peer "$ROOT/.peer" $PEER vulkan; }
 
 # The tests of the decode kernels and fusions (the int8 matvec, its epilogues, the batched steps, the goldens beside
-# other sequences) and of the batched steps' GEMM tiles (the f16 GEMM's K groups and splits, every tile greta-vk tune
-# tries). The NVIDIA driver must stay loaded across the many instances a test process makes.
-check() {
-  say "decode kernels on the GPU"
+# other sequences) and of the batched steps' GEMMs (the int8 GEMM, the f16 GEMM's default tiles of 16-64 tokens):
+# `check`. The f16 GEMM's tiles beyond those (K groups on five tiles, split-K, every tile greta-vk tune tries) are
+# `check-tiles`, a call of their own: on the H200 the K-groups case alone took 100 s, and with every tile and every
+# weight type the tests passed a call's 5 minutes (2026-12-04). The NVIDIA driver must stay loaded across the many
+# instances a test process makes.
+gpu_tests() {
+  local log=$1 cases=$2 name
   # The driver compiles the tests' many pipelines on the CPU: beside llama.cpp's builds (the peer step) the tests did
   # not finish in a call's 10 minutes. Wait for running builds first.
-  local name
   for name in bc bd; do
     if [ -f "$PEER/$name.started" ] && [ ! -f "$PEER/$name.done" ]; then
       echo "waiting for llama.cpp's $name build first"
       lent_peer_wait $PEER 480 $name > /dev/null
     fi
   done
-  (cd /tmp && LD_PRELOAD=/usr/local/nvidia/lib64/libGLX_nvidia.so.0 "$C/greta_vk_backend_tests" \
-    --test-case='vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*,vk coopmat matmul*,every tile*' \
-    2>&1 | tail -4 | tee "$OUT/check.log")
+  (cd /tmp && LD_PRELOAD=/usr/local/nvidia/lib64/libGLX_nvidia.so.0 "$C/greta_vk_backend_tests" --test-case="$cases" \
+    2>&1 | tail -4 | tee "$OUT/$log")
+}
+check() {
+  say "decode kernels and the batched steps' GEMMs on the GPU"
+  gpu_tests check.log 'vk decode fusion*,vk int8-activation*,vk multi-token matvec*,vk batched*,vk golden: both prompts*,vk int8 cooperative-matrix GEMM*,vk decode attention*,vk coopmat matmul: the batched*'
+}
+check_tiles() {
+  say "the f16 GEMM's tiles on the GPU"
+  gpu_tests check-tiles.log 'vk coopmat matmul with*,every tile*'
 }
 
 # s_tg GRETA MODEL B [VAR=VALUE...]: S_TG (tokens/s) of one batched bench run of B sequences.
@@ -143,11 +153,11 @@ table() {
     --llama-args "-ngl 99" "${peers[@]}" 2>&1 | tee -a "$OUT/table-$m.txt"
 }
 
-[ $# -gt 0 ] || { sed -n 2,19p "$0"; exit 2; }
+[ $# -gt 0 ] || { sed -n 2,20p "$0"; exit 2; }
 lent_env "$C"
 for step in "$@"; do
   case $step in
-    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; ab) ab ;; ab-pp) ab_pp ;;
+    pack) pack ;; setup) setup ;; peer) peer ;; check) check ;; check-tiles) check_tiles ;; ab) ab ;; ab-pp) ab_pp ;;
     profile | trace) observe "$step" ;; table-l8) table l8 ;; table-l7) table l7 ;;
     *) echo "batched_lab.sh: unknown step $step"; exit 2 ;;
   esac
