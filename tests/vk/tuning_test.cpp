@@ -53,6 +53,12 @@ std::unique_ptr<engine::Backend> backend_in(const fs::path& cache_dir, bool swit
   return create_vk_backend(o);
 }
 
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 // A prefill matmul case (67 tokens, 101 rows) of `type`, its kernels and its NMSE against the CPU.
 struct CaseResult {
   std::string kernels;
@@ -485,6 +491,20 @@ TEST_CASE("greta-vk tune: writes the cache, a second run skips, a corrupt cache 
   REQUIRE(small.exit_code == 0);
   CHECK(small.output.find("| q4_0 512x256 | 64 |") != std::string::npos);
   CHECK(first.output.find("| q4_0 512x256 |") == std::string::npos);
+  // Where the backend runs a GEMM of 64 tokens on the int8 GEMM (devices with int8 cooperative matrices), which has
+  // no tile, its shape is listed as such and neither timed nor cached; the others are tuned. The output projection's
+  // shape is probed on the backend itself.
+  bool int8_output = false;
+  {
+    auto probe = backend_in(small_dir);
+    uint32_t seed = 5;
+    auto [c, out] = gt::matmul_case(GgmlType::Q4_0, 64, 256, seed, 512);
+    int8_output = describe_kernels(*c.load_and_prepare(*probe)).find("matmul_coopmat_q8") != std::string::npos;
+  }
+  const TuningCache small_cache = TuningCache::load((small_dir / TuningCache::kFileName).string(), warning);
+  CHECK(count_of(small.output, "| 64 | int8 GEMM, no tile |") + small_cache.size() == 3);
+  CHECK((small.output.find("| q4_0 512x256 | 64 | int8 GEMM, no tile |") != std::string::npos) == int8_output);
+  CHECK((small.output.find("skipping") != std::string::npos) == (small_cache.size() == 0));
 
   const vt::ProcessResult bad = vt::run_process({GRETA_VK_CLI, "tune", model, "--batch", "4"}, env);
   CHECK(bad.exit_code == 1);

@@ -12,10 +12,10 @@
 # check-tiles (the f16 GEMM's other tiles: K groups, split-K, every tile greta-vk tune tries; a call of its own) |
 # ab (S_TG of base and new alternating: base is AB_BASE, else greta-vk-base where packed, else greta-vk; AB_BASE_ENV,
 # AB_NEW_ENV "VAR=VALUE ..." for each side, AB_ENV for both; AB_MODELS "l8 l7", AB_NPL "1 4", AB_ROUNDS 2, AB_NTG 64;
-# AB_BASE e.g. .carry/greta-vk-lab) | ab-pp (the same for prefill: pp512, and S_PP of 16 prompts) | profile, trace (greta-vk's
-# per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G: another
-# binary) | table-l8, table-l7 (batched_report.py: GRETA and the peers whose builds are done, --npp 512 --ntg 128
-# --npl TABLE_NPL, by default 1,4,16,32,64; a few minutes each with all three).
+# AB_BASE e.g. .carry/greta-vk-lab) | ab-pp (the same for prefill: pp512, and S_PP of 16 prompts) | profile, trace
+# (greta-vk's per-op shares, --profile, or a Chrome trace of 8 steps into $OUT, for AB_MODELS at AB_NPL; OBSERVE_G:
+# another binary) | table-l8, table-l7 (batched_report.py: GRETA and the peers whose builds are done, --npp 512
+# --ntg 128 --npl TABLE_NPL, by default 1,4,16,32,64; a few minutes each with all three).
 # A call's device time is at most 10 minutes, so a lease runs e.g. `setup check ab peer`, then `table-l8`, then
 # `table-l7`, each call within the machine's 30 s of warmth after the last. Logs go to $OUT (else ./out).
 set -uo pipefail

@@ -57,6 +57,11 @@ void print_table(const vk::TuneReport& report) {
   std::printf("| shape (type N x K) | tokens | kernel | tried | best tile | us | TFLOP/s | default us | speed-up |\n");
   std::printf("| --- | ---: | --- | ---: | --- | ---: | ---: | ---: | ---: |\n");
   for (const vk::TuneRow& r : report.rows) {
+    if (r.int8_gemm) {  // no tile: the int8 GEMM's is its own rule (op_matmul.cpp)
+      std::printf("| %s %lldx%lld | %lld | int8 GEMM, no tile | n/a | n/a | n/a | n/a | n/a | n/a |\n",
+                  model::type_name(r.shape.type), (long long)r.shape.n, (long long)r.shape.k, (long long)r.m);
+      continue;
+    }
     const std::string tried = r.cached ? "cached" : r.rejected ? cat(r.candidates, " (", r.rejected, " rejected)")
                                                                : cat(r.candidates);
     const bool has_default = r.default_us > 0;
@@ -114,10 +119,10 @@ int cmd_tune(int argc, char** argv) {
     const vk::TuneReport report = vk::tune_matmuls(matmuls, options);
     for (const std::string& note : report.notes) std::fprintf(stderr, "greta-vk tune: warning: %s\n", note.c_str());
     if (report.skipped) {
-      std::printf("%s%s: the tuning cache %s already holds every prefill matmul of %s at %lld tokens: skipping "
-                  "(--force measures again). Cached choices:\n\n",
-                  b ? "\n" : "", report.device.c_str(), report.cache_path.c_str(), path.c_str(),
-                  (long long)options.batch);
+      std::printf("%s%s: skipping %s at %lld tokens: the tuning cache %s already holds every prefill matmul that "
+                  "has a tile (--force measures again). Cached choices:\n\n",
+                  b ? "\n" : "", report.device.c_str(), path.c_str(), (long long)options.batch,
+                  report.cache_path.c_str());
     } else {
       std::printf("%s%s: tuned the prefill matmuls of %s at %lld tokens; written to %s\n\n", b ? "\n" : "",
                   report.device.c_str(), path.c_str(), (long long)options.batch, report.cache_path.c_str());

@@ -160,6 +160,15 @@ TuneRow tune_one(engine::Backend& backend, engine::WeightId weight, const Matmul
   return row;
 }
 
+// Whether the backend runs `weight`'s matmul of m tokens on the int8 GEMM, which has no tile to tune: asked of the
+// backend itself (a one-op plan's kernel list), so that the tuner and the engine's choice cannot disagree.
+bool runs_int8_gemm(engine::Backend& backend, engine::WeightId weight, const MatmulShapeClass& s, int64_t m) {
+  if (s.kernel != GemmKernel::coopmat) return false;
+  const MatmulPlan mp = matmul_plan(weight, m, s.n, s.k);
+  const auto prepared = backend.prepare(mp.plan);
+  return describe_kernels(*prepared).find("matmul_coopmat_q8") != std::string::npos;
+}
+
 }  // namespace
 
 TuneReport tune_matmuls(std::span<const engine::WeightDesc> weights, const TuneOptions& options) {
@@ -227,16 +236,26 @@ TuneReport tune_matmuls(std::span<const engine::WeightDesc> weights, const TuneO
   std::optional<engine::CacheFlush> flush;
   if (!runs_on_cpu_device(*backend)) flush.emplace(*backend);
   backend->set_profiling(true);
+  size_t tuned = 0;
   for (const auto& [s, i] : to_tune) {
-    if (options.progress) options.progress(cat("tuning ", describe(s), " at ", options.batch, " tokens"));
-    TuneRow row = tune_one(*backend, engine::WeightId(i), s, options.batch, options, flush ? &*flush : nullptr);
+    TuneRow row;
+    if (runs_int8_gemm(*backend, engine::WeightId(i), s, options.batch)) {
+      row.shape = s;
+      row.m = options.batch;
+      row.int8_gemm = true;
+    } else {
+      if (options.progress) options.progress(cat("tuning ", describe(s), " at ", options.batch, " tokens"));
+      row = tune_one(*backend, engine::WeightId(i), s, options.batch, options, flush ? &*flush : nullptr);
+      cache.set(device, s, TunedEntry{row.best, row.m, row.best_us, row.default_us});
+      ++tuned;
+    }
     row.weight = to_load[i].name;
-    cache.set(device, s, TunedEntry{row.best, row.m, row.best_us, row.default_us});
     report.rows.push_back(row);
   }
   if (const auto messages = validation_messages(*backend); !messages.empty())
     fail("tune: the validation layer reported ", messages.size(), " message(s); first: ", messages[0]);
-  cache.save(report.cache_path);
+  if (tuned == 0) report.skipped = true;
+  else cache.save(report.cache_path);
   return report;
 }
 

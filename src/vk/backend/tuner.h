@@ -12,7 +12,9 @@
 //      last-level cache evicted before each run; its time is the fastest run (noise only ever adds time);
 //   5. the fastest candidate wins, unless the default is within 2 % of it (so repeated runs agree, and the default
 //      stays where tuning buys nothing); the winner is stored with both times.
-// Shape classes already in the cache are skipped unless `force`; when every class is cached nothing is measured.
+// Shape classes already in the cache are skipped unless `force`; when every class is cached nothing is measured. A
+// class the backend runs on the int8 GEMM at this batch (matmul_coopmat_q8: batched steps of up to 64 tokens on
+// devices with int8 cooperative matrices), which has no tile, is listed as such and neither timed nor cached.
 // No Vulkan types here: the CLI includes this header.
 #pragma once
 #include <cstdint>
@@ -41,6 +43,7 @@ struct TuneRow {
   std::string weight;     // the first weight of the class ("blk.0.attn_q.weight")
   int64_t m = 0;          // tokens (the batch)
   bool cached = false;    // taken from the cache, not measured in this run
+  bool int8_gemm = false;  // runs the int8 GEMM at this batch: no tile, nothing measured
   int candidates = 0;     // candidates timed (valid on the device, output matching the default's)
   int rejected = 0;       // candidates whose output differed from the default's, or that failed to prepare or run
   MatmulTile best;
@@ -54,7 +57,7 @@ struct TuneRow {
 struct TuneReport {
   std::string device;      // the device's name
   std::string cache_path;  // the file read and written
-  bool skipped = false;    // every shape class was cached (and not `force`): nothing was measured or written
+  bool skipped = false;    // every shape class was cached or runs the int8 GEMM: nothing was measured or written
   std::vector<TuneRow> rows;
   std::vector<std::string> notes;  // warnings (a corrupt cache that is being replaced, ...)
 };
