@@ -254,8 +254,8 @@ TuneReport tune_matmuls(std::span<const engine::WeightDesc> weights, const TuneO
   }
   if (const auto messages = validation_messages(*backend); !messages.empty())
     fail("tune: the validation layer reported ", messages.size(), " message(s); first: ", messages[0]);
-  if (tuned == 0) report.skipped = true;
-  else cache.save(report.cache_path);
+  report.skipped = tuned == 0;
+  if (tuned > 0 || !warning.empty()) cache.save(report.cache_path);  // a corrupt file is replaced, as its note says
   return report;
 }
 
