@@ -238,9 +238,8 @@ void encode_attention(OpEncoder& e, const engine::AttentionOp& op, std::optional
   // partial, its count and a share of the merge, so the target is about 4 workgroups per SM of an H200, not more. A
   // batched decode step has many rows already: 64 sequences x 32 heads run unsplit (in splits of 32 keys each
   // workgroup did little more than its setup and the merge, and 2 splits lost 5 %; docs/benchmarks.md,
-  // "op_attention.cpp's rules"). Sized
-  // here for the plan's context (the partials); with MERGE the backend sizes them again before each step for the
-  // step's longest sequence (step_key_splits).
+  // "op_attention.cpp's rules"). Sized here for the plan's context (the partials); with MERGE the backend sizes them
+  // again before each step for the step's longest sequence (step_key_splits).
   const int64_t group_rows = decode_kernel ? decode_groups : rows;
   const int64_t target_groups = coopmat_heads ? kDecodeCoopmatTargetGroups : kDecodeTargetGroups;
   const uint32_t wanted_splits =
